@@ -1,0 +1,62 @@
+# The verbs researchers type. `make sweep` and `make test` set everything up on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DATA_STAMP := data/cache/.prepared
+TORCH_VERSION ?= 2.13.0
+ARGS ?=
+SWEEP ?= default
+TRIALS ?=
+WORKERS ?= 1
+RUN ?=
+HOST ?= 127.0.0.1
+PORT ?= 5000
+
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: help setup train sweep test test-slow bench mlflow-ui dry-run clean-runs
+
+help: ## list the verbs
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@# torch first, pinned to the CPU build on disk, so nothing pulls a multi-GB CUDA wheel.
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "torch==$(TORCH_VERSION)"
+	$(PY) -m pip install -q -e ".[dev]"
+	@touch $(STAMP)
+
+$(DATA_STAMP): $(STAMP)
+	$(PY) -m lit_modules.data.prepare
+	@mkdir -p $(dir $(DATA_STAMP)) && touch $(DATA_STAMP)
+
+setup: $(STAMP) $(DATA_STAMP) ## venv + project + embedded corpus (idempotent)
+
+train: setup ## one run: make train ARGS="model=small optim.lr=1e-3"
+	$(PY) -m lit_modules.train $(ARGS)
+
+dry-run: setup ## sizes, FLOPs/token, budget and ETA of a config, no run opened
+	$(PY) -m lit_modules.train dry_run=true $(ARGS)
+
+sweep: setup ## Optuna study: make sweep SWEEP=default TRIALS=8 WORKERS=1
+	$(PY) -m sweeps.optuna_sweep sweep=$(SWEEP) $(if $(TRIALS),sweep.n_trials=$(TRIALS)) $(ARGS)
+
+test: setup ## the test suite (offline, ~10 min on 2 cores)
+	$(PY) -m pytest
+
+test-slow: setup ## the slow end-to-end tests
+	$(PY) -m pytest -m slow
+
+bench: setup ## Lightning step vs plain PyTorch loop (and other ratios)
+	$(PY) -m lit_modules.bench $(ARGS)
+
+mlflow-ui: setup ## browse runs at http://127.0.0.1:5000
+	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/runs/mlflow.db --host $(HOST) --port $(PORT)
+
+clean-runs: ## delete runs/ (MLflow store, checkpoints, Optuna studies)
+	rm -rf runs

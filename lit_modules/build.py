@@ -1,0 +1,131 @@
+"""From a validated config to the objects a run needs: techniques, data, model, module, callbacks.
+
+Each function is one arrow of the data flow; nothing here reads Hydra state or opens a run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+
+from lit_modules.callbacks.checkpointing import LastCheckpoint
+from lit_modules.callbacks.divergence import DivergenceGuard
+from lit_modules.callbacks.progress import TokenProgress
+from lit_modules.callbacks.run_record import RunRecord
+from lit_modules.callbacks.throughput import Throughput
+from lit_modules.config.budget import Budget
+from lit_modules.data import LMDataModule, build_tokenizer, prepare_corpus, prepare_shards
+from lit_modules.lm_module import CausalLMModule
+from lit_modules.model import Llama, init_weights
+from lit_modules.optim.build import build_optimizer, build_schedule
+from lit_modules.techniques.base import Technique
+
+
+def build_techniques(cfg: DictConfig) -> list[Technique]:
+    built = []
+    for name, node in (cfg.techniques or {}).items():
+        if node is not None:
+            technique = instantiate(node)
+            technique.name = getattr(technique, "name", name) or name
+            built.append(technique)
+    return built
+
+
+@dataclass
+class DataBundle:
+    corpus: object
+    tokenizer: object
+    shards: object
+    datamodule: LMDataModule
+
+
+def build_data(cfg: DictConfig) -> DataBundle:
+    data_cfg = OmegaConf.to_object(cfg.data)
+    corpus = prepare_corpus(data_cfg)
+    tokenizer = build_tokenizer(OmegaConf.to_object(cfg.tokenizer), corpus)
+    shards = prepare_shards(corpus, tokenizer, data_cfg.cache_dir)
+    datamodule = LMDataModule(
+        shards,
+        seq_len=cfg.data.seq_len,
+        batch_size=cfg.data.batch_size,
+        seed=cfg.seed,
+        accumulate_grad_batches=cfg.trainer.accumulate_grad_batches,
+        val_batches=cfg.data.val_batches,
+    )
+    return DataBundle(corpus, tokenizer, shards, datamodule)
+
+
+def build_model(cfg: DictConfig, techniques: list[Technique]) -> tuple[nn.Module, dict[str, float]]:
+    """Same seed, same weights: initialization draws from a generator seeded by the run seed."""
+    model = Llama(OmegaConf.to_object(cfg.model))
+    generator = torch.Generator().manual_seed(cfg.seed)
+    init_stds = init_weights(model, OmegaConf.to_object(cfg.init), generator=generator)
+    for technique in techniques:
+        model = technique.transform_model(model)
+    return model, init_stds
+
+
+def build_module(
+    cfg: DictConfig, model: nn.Module, techniques: list[Technique], budget: Budget, bytes_per_token: float | None
+) -> CausalLMModule:
+    editors = [t.edit_param_groups for t in techniques]
+    return CausalLMModule(
+        model,
+        optimizer_factory=partial(build_optimizer, optim_cfg=cfg.optim, group_editors=editors),
+        schedule_factory=partial(build_schedule, schedule_cfg=cfg.schedule, steps=budget.steps, warmup=budget.warmup_steps),
+        grad_norm_every=cfg.trainer.log_every_n_steps,
+        bytes_per_token=bytes_per_token,
+    )
+
+
+def build_callbacks(
+    cfg: DictConfig,
+    budget: Budget,
+    techniques: list[Technique],
+    checkpoint_dir: Path,
+    record: RunRecord,
+) -> tuple[list[L.Callback], LastCheckpoint]:
+    t = cfg.trainer
+    checkpoint = LastCheckpoint(checkpoint_dir, t.checkpoint_every_n_steps, t.stop_after_steps, final_step=budget.steps)
+    callbacks: list[L.Callback] = [
+        record,
+        DivergenceGuard(t.divergence_factor),
+        TokenProgress(budget.tokens_per_step, t.log_every_n_steps),
+        Throughput(budget.tokens_per_step, budget.flops_per_token, t.log_every_n_steps, t.precision),
+    ]
+    for technique in techniques:
+        callbacks += technique.callbacks()
+    callbacks.append(checkpoint)  # last, so it saves what every other callback has done this step
+    return callbacks, checkpoint
+
+
+def build_trainer(cfg: DictConfig, budget: Budget, callbacks: list[L.Callback], logger, root_dir: Path) -> L.Trainer:
+    t = cfg.trainer
+    return L.Trainer(
+        accelerator=t.accelerator,
+        devices=t.devices,
+        num_nodes=t.num_nodes,
+        strategy=t.strategy,
+        precision=t.precision,
+        max_steps=budget.steps,
+        max_epochs=-1,
+        val_check_interval=t.val_every_n_steps * t.accumulate_grad_batches,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        log_every_n_steps=t.log_every_n_steps,
+        gradient_clip_val=cfg.optim.grad_clip or None,
+        accumulate_grad_batches=t.accumulate_grad_batches,
+        logger=logger,
+        callbacks=callbacks,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=False,
+        default_root_dir=str(root_dir),
+    )

@@ -1,0 +1,50 @@
+"""Periodic and final `last.ckpt`, written atomically, plus an optional pause point.
+
+Pausing (`stop_after_steps`) stops after that optimizer step without touching the schedule, so a run can
+be finished later by `resume=`; the exact-resume test relies on this.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import lightning as L
+
+
+class LastCheckpoint(L.Callback):
+    def __init__(
+        self, dirpath: str | Path, every_n_steps: int, stop_after_steps: int | None = None, final_step: int | None = None
+    ):
+        self.dirpath = Path(dirpath)
+        self.every_n_steps = every_n_steps
+        self.stop_after_steps = stop_after_steps
+        self.final_step = final_step
+        self.paused = False
+
+    @property
+    def path(self) -> Path:
+        return self.dirpath / "last.ckpt"
+
+    def save(self, trainer: L.Trainer) -> None:
+        tmp = self.dirpath / "last.ckpt.tmp"
+        trainer.save_checkpoint(tmp)  # every rank must call it; the strategy writes on rank 0
+        trainer.strategy.barrier("last-checkpoint")
+        if trainer.is_global_zero:
+            os.replace(tmp, self.path)
+        trainer.strategy.barrier("last-checkpoint-done")
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        step = trainer.global_step
+        if self.stop_after_steps is not None and step >= self.stop_after_steps and not trainer.should_stop:
+            self.paused = True
+            trainer.should_stop = True
+            return  # on_train_end writes the checkpoint
+        if self.final_step is not None and step >= self.final_step:
+            trainer.should_stop = True  # makes Lightning validate once more at the very end
+            return
+        if step > 0 and step % self.every_n_steps == 0:
+            self.save(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module) -> None:
+        self.save(trainer)

@@ -1,0 +1,99 @@
+"""Structured-config schema for a training run.
+
+Every Hydra group maps onto one dataclass here (or one owned by the package it configures), so an
+unknown key or a wrong type is rejected by OmegaConf before anything runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+
+from lit_modules.data.config import DataConfig, TokenizerConfig
+from lit_modules.model.config import LlamaConfig
+from lit_modules.model.init import InitConfig
+
+
+@dataclass
+class OptimConfig:
+    name: str = "adamw"  # adamw | muon (Muon for hidden 2-D weights, AdamW for the rest)
+    lr: float = 3e-3
+    betas: List[float] = field(default_factory=lambda: [0.9, 0.95])
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    # Which parameters skip weight decay; papers disagree, so it is explicit per experiment.
+    wd_exclude: str = "none"  # none | norms_biases | norms_biases_embeddings
+    grad_clip: float = 1.0  # 0 disables clipping
+    muon_lr: float = 0.02
+    muon_momentum: float = 0.95
+    muon_adjust_lr: str = "match_rms_adamw"  # torch.optim.Muon adjust_lr_fn: original | match_rms_adamw
+
+
+@dataclass
+class ScheduleConfig:
+    name: str = "cosine"  # cosine | wsd | constant
+    warmup_fraction: float = 0.05
+    warmup_steps: Optional[int] = None  # overrides warmup_fraction when set
+    min_lr_ratio: float = 0.1  # final LR as a fraction of the peak
+    decay_fraction: float = 0.2  # wsd only: share of steps spent in the final decay
+
+
+@dataclass
+class RegimeConfig:
+    name: str = "custom"
+    tokens_per_param: Optional[float] = None  # e.g. 20 or 140
+    tokens: Optional[int] = None  # explicit budget; exclusive with tokens_per_param
+    param_count: str = "non_embedding"  # non_embedding | total: which count TPP multiplies
+
+
+@dataclass
+class TrainerConfig:
+    accelerator: str = "cpu"  # cpu | gpu | auto
+    devices: int = 1
+    num_nodes: int = 1
+    strategy: str = "auto"  # auto | ddp | ddp_spawn | ddp_fork | fsdp
+    precision: str = "32-true"  # 32-true | bf16-mixed | 16-mixed | bf16-true
+    max_steps: Optional[int] = None  # caps the budget; the schedule is laid out over the capped length
+    stop_after_steps: Optional[int] = None  # pause here (checkpoint, run KILLED) without changing the schedule
+    accumulate_grad_batches: int = 1
+    val_every_n_steps: int = 100
+    log_every_n_steps: int = 10
+    checkpoint_every_n_steps: int = 500
+    compile: bool = False
+    num_threads: Optional[int] = None  # torch intra-op threads; None leaves torch's default
+    divergence_factor: float = 0.0  # >0: fail the run when train loss exceeds factor x its initial value
+
+
+@dataclass
+class LoggerConfig:
+    tracking_uri: Optional[str] = None  # None: $MLFLOW_TRACKING_URI, else sqlite:///<runs_dir>/mlflow.db
+    experiment: str = "default"
+    run_name: Optional[str] = None
+
+
+@dataclass
+class Config:
+    model: LlamaConfig = field(default_factory=LlamaConfig)
+    init: InitConfig = field(default_factory=InitConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    regime: RegimeConfig = field(default_factory=RegimeConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    # Technique plug-ins: name -> node with a `_target_`; validated by instantiating them.
+    techniques: Dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    dry_run: bool = False
+    resume: Optional[str] = None  # checkpoint path or MLflow run id
+    runs_dir: str = "runs"
+    parent_run_id: Optional[str] = None  # set by sweep drivers: the MLflow parent of this run
+    tags: Dict[str, str] = field(default_factory=dict)
+
+
+def register_schema() -> None:
+    """Make the schema available to `conf/config.yaml` as the first defaults entry."""
+    ConfigStore.instance().store(name="config_schema", node=Config)

@@ -1,0 +1,129 @@
+"""Reject impossible configurations with one sentence each, before any data is read or run opened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from lit_modules.config.budget import compute_budget
+from lit_modules.config.errors import ConfigError
+from lit_modules.data.config import static_vocab_size
+
+OPTIMIZERS = ("adamw", "muon")
+SCHEDULES = ("cosine", "wsd", "constant")
+WD_EXCLUDE = ("none", "norms_biases", "norms_biases_embeddings")
+PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "64-true")
+ACCELERATORS = ("cpu", "gpu", "cuda", "auto")
+STRATEGIES = ("auto", "ddp", "ddp_spawn", "ddp_fork", "fsdp")
+PARAM_COUNTS = ("non_embedding", "total")
+
+
+def _basic_problems(cfg: DictConfig) -> list[str]:
+    p: list[str] = []
+    o, s, r, t = cfg.optim, cfg.schedule, cfg.regime, cfg.trainer
+    if o.name not in OPTIMIZERS:
+        p.append(f"optim.name must be one of {', '.join(OPTIMIZERS)}, not '{o.name}'.")
+    if o.lr <= 0 or (o.name == "muon" and o.muon_lr <= 0):
+        p.append("The learning rate must be positive.")
+    if o.weight_decay < 0:
+        p.append(f"optim.weight_decay must be >= 0, not {o.weight_decay}.")
+    if o.wd_exclude not in WD_EXCLUDE:
+        p.append(f"optim.wd_exclude must be one of {', '.join(WD_EXCLUDE)}, not '{o.wd_exclude}'.")
+    if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
+        p.append("optim.betas must be two numbers in [0, 1).")
+    if o.grad_clip < 0:
+        p.append("optim.grad_clip must be >= 0 (0 disables clipping).")
+    if s.name not in SCHEDULES:
+        p.append(f"schedule.name must be one of {', '.join(SCHEDULES)}, not '{s.name}'.")
+    if not 0 <= s.warmup_fraction < 1:
+        p.append("schedule.warmup_fraction must be in [0, 1).")
+    if not 0 <= s.min_lr_ratio <= 1:
+        p.append("schedule.min_lr_ratio must be in [0, 1].")
+    if s.name == "wsd" and not 0 < s.decay_fraction <= 1:
+        p.append("schedule.decay_fraction must be in (0, 1] for the wsd schedule.")
+    if r.tokens_per_param is not None and r.tokens is not None:
+        p.append("Set either regime.tokens_per_param or regime.tokens, not both.")
+    if r.tokens_per_param is not None and r.tokens_per_param <= 0:
+        p.append("regime.tokens_per_param must be positive.")
+    if r.param_count not in PARAM_COUNTS:
+        p.append(f"regime.param_count must be one of {', '.join(PARAM_COUNTS)}.")
+    if r.tokens_per_param is None and r.tokens is None and t.max_steps is None:
+        p.append("The run has no length: set regime.tokens_per_param, regime.tokens or trainer.max_steps.")
+    if t.precision not in PRECISIONS:
+        p.append(f"trainer.precision must be one of {', '.join(PRECISIONS)}, not '{t.precision}'.")
+    if t.accelerator not in ACCELERATORS:
+        p.append(f"trainer.accelerator must be one of {', '.join(ACCELERATORS)}, not '{t.accelerator}'.")
+    if t.strategy not in STRATEGIES:
+        p.append(f"trainer.strategy must be one of {', '.join(STRATEGIES)}, not '{t.strategy}'.")
+    if t.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        p.append("trainer.accelerator=gpu needs a CUDA device and none is visible; use trainer=cpu.")
+    if t.accelerator == "cpu" and t.precision in ("16-mixed",):
+        p.append("16-mixed precision needs a GPU; use 32-true or bf16-mixed on the CPU.")
+    if t.devices < 1 or t.num_nodes < 1:
+        p.append("trainer.devices and trainer.num_nodes must be at least 1.")
+    if t.accumulate_grad_batches < 1:
+        p.append("trainer.accumulate_grad_batches must be at least 1.")
+    for key in ("val_every_n_steps", "log_every_n_steps", "checkpoint_every_n_steps"):
+        if t[key] < 1:
+            p.append(f"trainer.{key} must be at least 1.")
+    if t.max_steps is not None and t.max_steps < 1:
+        p.append("trainer.max_steps must be at least 1.")
+    if t.stop_after_steps is not None and t.stop_after_steps < 1:
+        p.append("trainer.stop_after_steps must be at least 1.")
+    if cfg.data.seq_len > cfg.model.max_seq_len:
+        p.append(
+            f"data.seq_len ({cfg.data.seq_len}) exceeds model.max_seq_len ({cfg.model.max_seq_len})."
+        )
+    if t.divergence_factor < 0:
+        p.append("trainer.divergence_factor must be >= 0 (0 disables the guard).")
+    return p
+
+
+def _technique_problems(cfg: DictConfig) -> list[str]:
+    problems = []
+    for name, node in (cfg.techniques or {}).items():
+        if node is None:
+            continue
+        try:
+            technique: Any = instantiate(node)
+        except Exception as err:  # noqa: BLE001 - reported as a sentence, never swallowed silently
+            cause = err.__cause__ or err
+            problems.append(f"Technique '{name}' cannot be built from its config: {cause}")
+            continue
+        check = getattr(technique, "problems", None)
+        if callable(check):
+            problems += check(cfg)
+    return problems
+
+
+def validate(cfg: DictConfig) -> DictConfig:
+    """Return a resolved copy with derived fields filled in, or raise ConfigError listing every problem."""
+    cfg = cfg.copy()
+    problems: list[str] = []
+    for group in ("data", "tokenizer", "init"):
+        problems += OmegaConf.to_object(cfg[group]).problems()
+    if not problems and cfg.model.vocab_size == 0:
+        try:
+            cfg.model.vocab_size = static_vocab_size(OmegaConf.to_object(cfg.tokenizer))
+        except Exception as err:  # noqa: BLE001 - a missing tokenizer file is a config problem
+            problems.append(str(err))
+    problems += OmegaConf.to_object(cfg.model).problems()
+    problems += _basic_problems(cfg)
+    problems += _technique_problems(cfg)
+    if not problems:
+        budget = compute_budget(cfg)
+        if budget.steps < 1:
+            problems.append(
+                f"The token budget ({budget.total_tokens} tokens) is smaller than one optimizer step "
+                f"({budget.tokens_per_step} tokens); raise the budget or shrink the batch."
+            )
+        stop = cfg.trainer.stop_after_steps
+        if stop is not None and stop > budget.steps:
+            problems.append(f"trainer.stop_after_steps ({stop}) is beyond the run's {budget.steps} steps.")
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return cfg
+

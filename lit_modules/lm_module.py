@@ -1,0 +1,68 @@
+"""The LightningModule: next-token loss, logging, and the optimizer the builder hands it.
+
+It knows nothing of any technique: techniques reach a run through model transforms, parameter-group
+editors and callbacks, all assembled in `build.py`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+OptimizerFactory = Callable[[nn.Module], torch.optim.Optimizer]
+ScheduleFactory = Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LRScheduler]
+
+
+class CausalLMModule(L.LightningModule):
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer_factory: OptimizerFactory,
+        schedule_factory: ScheduleFactory,
+        grad_norm_every: int = 10,
+        bytes_per_token: float | None = None,
+    ):
+        super().__init__()
+        self.model = model
+        self._optimizer_factory = optimizer_factory
+        self._schedule_factory = schedule_factory
+        self._grad_norm_every = grad_norm_every
+        # bits per byte compares runs with different tokenizers; nats per token does not.
+        self._bpb_factor = 1.0 / (math.log(2) * bytes_per_token) if bytes_per_token else None
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.model(idx)
+
+    def _loss(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        logits = self.model(x)
+        return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
+
+    def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        loss = self._loss(batch)
+        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        loss = self._loss(batch)
+        self.log("val/loss", loss, on_step=False, on_epoch=True, sync_dist=True, prog_bar=True)
+        if self._bpb_factor is not None:
+            self.log("val/bits_per_byte", loss * self._bpb_factor, on_step=False, on_epoch=True, sync_dist=True)
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        # Before clipping, so the logged norm shows what clipping had to deal with.
+        if self.trainer.global_step % self._grad_norm_every == 0:
+            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+            if grads:
+                norm = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
+                self.log("train/grad_norm", norm, on_step=True, on_epoch=False)
+
+    def configure_optimizers(self):
+        optimizer = self._optimizer_factory(self.model)
+        scheduler = self._schedule_factory(optimizer)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

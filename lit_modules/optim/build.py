@@ -1,0 +1,73 @@
+"""Optimizer + schedule from the config and the tagged parameter groups."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import torch
+from torch import nn
+
+from lit_modules.optim.composite import CompositeOptimizer
+from lit_modules.optim.param_groups import GroupSpec, build_group_specs
+from lit_modules.optim.schedules import GroupScaledSchedule, schedule_fn
+
+# Families whose 2-D weights Muon orthogonalizes; embeddings, head and gains stay with AdamW, as in
+# the Muon reference setups.
+MUON_FAMILIES = ("qk", "vo", "attn_gate", "mlp")
+
+GroupEditor = Callable[[list[GroupSpec]], None]
+
+
+def _torch_groups(specs: Iterable[GroupSpec], lr: float, weight_decay: float) -> list[dict]:
+    return [
+        {
+            "params": s.params,
+            "name": s.name,
+            "family": s.family,
+            "lr": lr,
+            "peak_lr": lr,
+            "lr_scale": s.lr_scale,
+            "weight_decay": weight_decay if s.decayed else 0.0,
+        }
+        for s in specs
+        if s.params
+    ]
+
+
+def build_optimizer(
+    model: nn.Module, optim_cfg, group_editors: Iterable[GroupEditor] = ()
+) -> torch.optim.Optimizer:
+    specs = build_group_specs(model, optim_cfg.wd_exclude)
+    for edit in group_editors:
+        edit(specs)
+    betas = tuple(optim_cfg.betas)
+    if optim_cfg.name == "adamw":
+        groups = _torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay)
+        return torch.optim.AdamW(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps)
+    if optim_cfg.name == "muon":
+        muon_specs, adam_specs = [], []
+        for s in specs:
+            matrices = [p for p in s.params if p.ndim == 2]
+            if s.family in MUON_FAMILIES and len(matrices) == len(s.params):
+                muon_specs.append(s)
+            else:
+                adam_specs.append(s)
+        muon = torch.optim.Muon(
+            _torch_groups(muon_specs, optim_cfg.muon_lr, optim_cfg.weight_decay),
+            lr=optim_cfg.muon_lr,
+            momentum=optim_cfg.muon_momentum,
+            adjust_lr_fn=optim_cfg.muon_adjust_lr,
+        )
+        adam = torch.optim.AdamW(
+            _torch_groups(adam_specs, optim_cfg.lr, optim_cfg.weight_decay),
+            lr=optim_cfg.lr,
+            betas=betas,
+            eps=optim_cfg.eps,
+        )
+        return CompositeOptimizer([muon, adam])
+    raise ValueError(f"Unknown optimizer '{optim_cfg.name}'.")
+
+
+def build_schedule(optimizer: torch.optim.Optimizer, schedule_cfg, steps: int, warmup: int) -> GroupScaledSchedule:
+    fn = schedule_fn(schedule_cfg.name, steps, warmup, schedule_cfg.min_lr_ratio, schedule_cfg.decay_fraction)
+    return GroupScaledSchedule(optimizer, fn)

@@ -1,0 +1,82 @@
+"""Optimizer parameter groups, tagged by module family, built in one place.
+
+Families: emb, qk, vo, attn_gate, mlp, norm, head (and `other` for anything a technique adds outside
+those modules). Each family may split into a decayed and a non-decayed group, depending on the
+weight-decay exclusion policy. Every trainable parameter lands in exactly one group.
+
+Each group carries `lr_scale` (multiplied into the schedule every step, so a technique such as a
+module-wise learning-rate rule changes one number and the schedule picks it up) and `family`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+FAMILIES = ("emb", "qk", "vo", "attn_gate", "mlp", "norm", "head", "other")
+
+# Path fragments that identify a family; the first match wins, so order matters.
+_FAMILY_RULES: tuple[tuple[str, str], ...] = (
+    ("tok_emb.", "emb"),
+    ("lm_head.", "head"),
+    ("attn.q_proj", "qk"),
+    ("attn.k_proj", "qk"),
+    ("attn.v_proj", "vo"),
+    ("attn.o_proj", "vo"),
+    ("attn.gate_proj", "attn_gate"),
+    ("mlp.", "mlp"),
+    ("norm.", "norm"),
+)
+
+
+def family_of(param_name: str) -> str:
+    for fragment, family in _FAMILY_RULES:
+        if fragment in param_name:
+            return family
+    return "other"
+
+
+def is_decayed(param_name: str, param: torch.Tensor, wd_exclude: str) -> bool:
+    """Policy names come from the weight-decay papers: which tensors skip decay is a per-experiment choice."""
+    if wd_exclude == "none":
+        return True
+    family = family_of(param_name)
+    if param.ndim < 2 or family == "norm":  # norm gains, biases, learnable scalars
+        return False
+    if wd_exclude == "norms_biases_embeddings" and family == "emb":
+        return False
+    return True
+
+
+@dataclass
+class GroupSpec:
+    """A parameter group before an optimizer exists; techniques may edit `lr_scale` and `weight_decay`."""
+
+    name: str
+    family: str
+    decayed: bool
+    params: list[nn.Parameter] = field(default_factory=list)
+    param_names: list[str] = field(default_factory=list)
+    lr_scale: float = 1.0
+
+    @property
+    def numel(self) -> int:
+        return sum(p.numel() for p in self.params)
+
+
+def build_group_specs(model: nn.Module, wd_exclude: str) -> list[GroupSpec]:
+    groups: dict[tuple[str, bool], GroupSpec] = {}
+    for name, param in model.named_parameters():  # deduplicates tied weights
+        if not param.requires_grad:
+            continue
+        family = family_of(name)
+        decayed = is_decayed(name, param, wd_exclude)
+        key = (family, decayed)
+        if key not in groups:
+            groups[key] = GroupSpec(name=family if decayed else f"{family}.no_decay", family=family, decayed=decayed)
+        groups[key].params.append(param)
+        groups[key].param_names.append(name)
+    order = {f: i for i, f in enumerate(FAMILIES)}
+    return sorted(groups.values(), key=lambda g: (order[g.family], not g.decayed))

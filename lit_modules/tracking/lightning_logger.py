@@ -1,0 +1,65 @@
+"""A Lightning logger that writes into an MLflow run it does not own.
+
+The run's lifecycle (create, resume, FINISHED/FAILED/KILLED) belongs to `run_lifecycle`; this logger
+only appends metrics, so a resumed run continues the same MLflow run and a crash never ends FINISHED.
+The client is created lazily and dropped on pickling, so spawned DDP workers can carry the logger.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+from lightning.pytorch.loggers.logger import Logger
+from lightning.pytorch.utilities import rank_zero_only
+from mlflow.entities import Metric
+from mlflow.tracking import MlflowClient
+
+
+class MlflowRunLogger(Logger):
+    def __init__(self, tracking_uri: str, run_id: str):
+        super().__init__()
+        self._tracking_uri = tracking_uri
+        self._run_id = run_id
+        self._client: MlflowClient | None = None
+
+    @property
+    def client(self) -> MlflowClient:
+        if self._client is None:
+            self._client = MlflowClient(self._tracking_uri)
+        return self._client
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_client"] = None
+        return state
+
+    @property
+    def name(self) -> str:
+        return "mlflow"
+
+    @property
+    def version(self) -> str:
+        return self._run_id
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    @rank_zero_only
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        now = int(time.time() * 1000)
+        batch = [
+            Metric(key, float(value), now, int(step or 0))
+            for key, value in metrics.items()
+            if key != "epoch"
+        ]
+        if batch:
+            self.client.log_batch(self._run_id, metrics=batch, synchronous=True)
+
+    @rank_zero_only
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        """Parameters are logged once, flattened, when the run is opened."""
+
+    def finalize(self, status: str) -> None:
+        """The run's status is set by the code that opened it, not by Lightning."""

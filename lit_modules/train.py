@@ -1,0 +1,220 @@
+"""Entry point: compose -> validate -> build -> fit -> log.
+
+    python -m lit_modules.train [hydra overrides]          # one run
+    python -m lit_modules.train -m optim.lr=1e-3,3e-3      # Hydra multirun
+    python -m lit_modules.train dry_run=true               # sizes, FLOPs, budget, ETA; no run opened
+    python -m lit_modules.train resume=<run id | ckpt>     # continue the same MLflow run exactly
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import hydra
+import lightning as L
+import torch
+from mlflow.entities import Metric
+from mlflow.tracking import MlflowClient
+from omegaconf import DictConfig, OmegaConf
+
+from lit_modules.build import build_callbacks, build_data, build_model, build_module, build_techniques, build_trainer
+from lit_modules.callbacks.run_record import RunRecord
+from lit_modules.config.budget import Budget, compute_budget
+from lit_modules.config.errors import ConfigError
+from lit_modules.config.schema import register_schema
+from lit_modules.config.validate import validate
+from lit_modules.data import DataError
+from lit_modules.resume import CHECKPOINT_DIR_TAG, CONFIG_SIDECAR, resolve_resume
+from lit_modules.tracking import repro
+from lit_modules.tracking.lightning_logger import MlflowRunLogger
+from lit_modules.tracking.run_lifecycle import flatten, open_run, reopen_run, run_lifecycle, set_tags
+from lit_modules.tracking.store import get_or_create_experiment, tracking_uri
+
+# Run-management fields: they change how a run is driven, not what it computes.
+NOT_IDENTITY = ("dry_run", "resume", "logger", "runs_dir", "parent_run_id", "tags")
+NOT_IDENTITY_TRAINER = ("stop_after_steps", "num_threads", "checkpoint_every_n_steps")
+
+
+@dataclass
+class RunResult:
+    run_id: str | None
+    status: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    budget: Budget | None = None
+    config_hash: str | None = None
+
+
+def identity_of(resolved: dict) -> dict:
+    identity = {k: v for k, v in resolved.items() if k not in NOT_IDENTITY}
+    identity["trainer"] = {k: v for k, v in resolved["trainer"].items() if k not in NOT_IDENTITY_TRAINER}
+    return identity
+
+
+def _eta_seconds(cfg: DictConfig, budget: Budget) -> float | None:
+    """Time a few forward+backward passes of the real model on random tokens; None if it cannot."""
+    if cfg.trainer.accelerator not in ("cpu", "auto") or budget.params_total > 50_000_000:
+        return None
+    model, _ = build_model(cfg, [])
+    x = torch.randint(0, cfg.model.vocab_size, (cfg.data.batch_size, cfg.data.seq_len))
+    start = None
+    for i in range(3):
+        if i == 1:
+            start = time.perf_counter()
+        model(x).float().logsumexp(-1).mean().backward()
+    per_micro = (time.perf_counter() - start) / 2
+    return per_micro * cfg.trainer.accumulate_grad_batches * budget.steps
+
+
+def describe(cfg: DictConfig, budget: Budget) -> str:
+    eta = _eta_seconds(cfg, budget)
+    lines = [
+        f"model        {cfg.model.name}: {budget.params_total:,} parameters ({budget.params_non_embedding:,} non-embedding)",
+        f"tokens/step  {budget.tokens_per_step:,} (batch {cfg.data.batch_size} x seq {cfg.data.seq_len}"
+        f" x world {budget.tokens_per_step // (cfg.data.batch_size * cfg.data.seq_len * cfg.trainer.accumulate_grad_batches)}"
+        f" x accumulation {cfg.trainer.accumulate_grad_batches})",
+        f"budget       {budget.total_tokens:,} tokens = {budget.steps:,} steps ({budget.warmup_steps} warmup),"
+        f" {budget.tokens_per_param:.1f} tokens per {cfg.regime.param_count.replace('_', '-')} parameter",
+        f"FLOPs/token  {budget.flops_per_token:.3e} (training, analytic); run total {budget.flops_per_token * budget.total_tokens:.3e}",
+        f"ETA          {'~%.0f s on this machine (forward+backward only)' % eta if eta is not None else 'not estimated for this device/size'}",
+    ]
+    techniques = ", ".join(k for k, v in (cfg.techniques or {}).items() if v is not None) or "none"
+    lines.append(f"techniques   {techniques}")
+    return "\n".join(lines)
+
+
+def run(
+    cfg: DictConfig,
+    extra_callbacks: Iterable[L.Callback] = (),
+    cli_overrides: list[str] | None = None,
+    on_opened: Callable[[str], None] | None = None,
+) -> RunResult:
+    """One training run. Raises ConfigError/DataError before any run is opened when input is bad.
+
+    `on_opened` receives the MLflow run id as soon as the run exists (sweep drivers tag it afterwards).
+    """
+    uri = tracking_uri(cfg.logger.tracking_uri, cfg.runs_dir)
+    client = MlflowClient(uri)
+    resume_target = None
+    if cfg.resume:
+        resume_target = resolve_resume(cfg, client, cli_overrides)
+        cfg = resume_target.config
+    cfg = validate(cfg)
+    budget = compute_budget(cfg)
+    if cfg.dry_run:
+        print(describe(cfg, budget))
+        return RunResult(None, "DRY_RUN", budget=budget)
+
+    if cfg.trainer.num_threads:
+        torch.set_num_threads(cfg.trainer.num_threads)
+    L.seed_everything(cfg.seed, verbose=False)
+    techniques = build_techniques(cfg)
+    data = build_data(cfg)
+    model, init_stds = build_model(cfg, techniques)
+
+    module = build_module(cfg, model, techniques, budget, data.shards.bytes_per_token("heldout"))
+
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    config_hash = repro.config_hash(identity_of(resolved))
+    git = repro.git_state()
+    if resume_target is not None:
+        run_id = resume_target.run_id
+        reopen_run(client, run_id)
+    else:
+        run_id = _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniques)
+    if on_opened is not None:
+        on_opened(run_id)
+    checkpoint_dir = Path(cfg.runs_dir).resolve() / "checkpoints" / run_id
+    with run_lifecycle(client, run_id, paused=lambda: _paused(cfg, budget)):
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        (checkpoint_dir / CONFIG_SIDECAR).write_text(
+            json.dumps({"config": resolved, "mlflow_run_id": run_id, "config_hash": config_hash}, indent=2)
+        )
+        set_tags(client, run_id, {CHECKPOINT_DIR_TAG: str(checkpoint_dir)})
+        if resume_target is None:
+            _log_start_artifacts(client, run_id, cfg, git, init_stds)
+        record = RunRecord(resolved, run_id, config_hash)
+        callbacks, _ = build_callbacks(cfg, budget, techniques, checkpoint_dir, record)
+        trainer = build_trainer(cfg, budget, [*callbacks, *extra_callbacks], MlflowRunLogger(uri, run_id), checkpoint_dir)
+        ckpt = str(resume_target.checkpoint) if resume_target else None
+        trainer.fit(module, datamodule=data.datamodule, ckpt_path=ckpt, weights_only=True if ckpt else None)
+        metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+    status = "KILLED" if _paused(cfg, budget) else "FINISHED"
+    return RunResult(run_id, status, metrics, budget, config_hash)
+
+
+def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniques) -> str:
+    experiment_id = get_or_create_experiment(client, cfg.logger.experiment, cfg.runs_dir)
+    tags = {
+        "seed": str(cfg.seed),
+        "config_hash": config_hash,
+        "git_commit": git["commit"],
+        "git_dirty": str(git["dirty"]).lower(),
+        "data_fingerprint": data.shards.key,
+        **{f"pkg.{k}": v for k, v in repro.package_versions().items()},
+        **{f"hw.{k}": v for k, v in repro.hardware().items()},
+        **dict(cfg.tags or {}),
+    }
+    for technique in techniques:
+        tags.update(technique.tags())
+    params = flatten(resolved)
+    params.update({f"budget.{k}": str(v) for k, v in budget.as_dict().items()})
+    return open_run(client, experiment_id, cfg.logger.run_name, tags, params, cfg.parent_run_id)
+
+
+def _paused(cfg: DictConfig, budget: Budget) -> bool:
+    stop = cfg.trainer.stop_after_steps
+    return stop is not None and stop < budget.steps
+
+
+def _log_start_artifacts(client: MlflowClient, run_id: str, cfg: DictConfig, git: dict, init_stds: dict) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        (tmp_path / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        repro.write_record(
+            tmp_path / "reproducibility.json",
+            {"git": {k: v for k, v in git.items() if k != "diff"}, "packages": repro.package_versions(),
+             "hardware": repro.hardware()},
+        )
+        if git["dirty"]:
+            (tmp_path / "git_diff.patch").write_text(git["diff"])
+        client.log_artifacts(run_id, tmp, artifact_path="run")
+    now = int(time.time() * 1000)
+    client.log_batch(run_id, metrics=[Metric(f"init/std/{name}", std, now, 0) for name, std in init_stds.items()])
+
+
+def _cli_overrides() -> list[str]:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except Exception:  # noqa: BLE001 - not under Hydra (e.g. called from Python)
+        return []
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> float | None:
+    try:
+        result = run(cfg, cli_overrides=_cli_overrides())
+    except (ConfigError, DataError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    if result.status == "DRY_RUN":
+        return None
+    val = result.metrics.get("val/loss")
+    print(f"run {result.run_id} {result.status.lower()}: val/loss={val:.4f}" if val is not None else f"run {result.run_id}")
+    return val
+
+
+def main() -> None:
+    register_schema()
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()
