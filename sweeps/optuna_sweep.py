@@ -1,0 +1,219 @@
+"""Optuna driver: a persistent, resumable, failure-tolerant study whose trials are Hydra-composed runs.
+
+    python -m sweeps.optuna_sweep sweep=default sweep.n_trials=8 sweep.workers=2 [run overrides]
+
+Re-running the same command continues the study until `n_trials` trials have finished (COMPLETE or
+PRUNED), counting earlier invocations. Trials left RUNNING by a dead worker stop sending heartbeats;
+they are failed and retried with the same parameters. One MLflow parent run per study, one child per
+trial. Hydra composes each trial; Optuna is driven directly (the Hydra sweeper plugin cannot prune or
+resume).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import optuna
+from mlflow.tracking import MlflowClient
+
+from lit_modules.config.errors import ConfigError
+from lit_modules.data import DataError
+from lit_modules.tracking.run_lifecycle import flatten, open_run, reopen_run, set_tags
+from lit_modules.tracking.store import get_or_create_experiment, tracking_uri
+from lit_modules.train import run
+from sweeps.compose import compose_run_config
+from sweeps.pruning import OptunaPruning, TrialPruned
+from sweeps.samplers import build_pruner, build_sampler
+from sweeps.space import ParamSpec, as_overrides, sample
+from sweeps.summary import write_summary
+from sweeps.sweep_config import SweepConfig, load_sweep_config
+
+FINISHED_STATES = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+STUDY_TAG = "sweep.study"
+
+
+@dataclass
+class Invocation:
+    sweep_name: str
+    sweep_dotlist: list[str]
+    run_overrides: list[str]
+    worker: bool = False
+    parent_run_id: str | None = None
+
+
+def parse_args(argv: list[str]) -> Invocation:
+    inv = Invocation("default", [], [])
+    args = iter(argv)
+    for arg in args:
+        if arg == "--worker":
+            inv.worker = True
+        elif arg == "--parent-run-id":
+            inv.parent_run_id = next(args)
+        elif arg.startswith("sweep="):
+            inv.sweep_name = arg.split("=", 1)[1]
+        elif arg.startswith("sweep."):
+            inv.sweep_dotlist.append(arg[len("sweep."):])
+        else:
+            inv.run_overrides.append(arg)
+    return inv
+
+
+def storage_url(cfg: SweepConfig) -> str:
+    if cfg.storage:
+        return cfg.storage
+    os.makedirs(cfg.runs_dir, exist_ok=True)
+    return f"sqlite:///{os.path.abspath(os.path.join(cfg.runs_dir, 'optuna.db'))}"
+
+
+def open_study(cfg: SweepConfig, specs: list[ParamSpec]) -> optuna.Study:
+    storage = optuna.storages.RDBStorage(
+        storage_url(cfg),
+        heartbeat_interval=cfg.heartbeat_interval,
+        grace_period=cfg.grace_period,
+        failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=cfg.max_retry),
+    )
+    return optuna.create_study(
+        study_name=cfg.study_name,
+        storage=storage,
+        sampler=build_sampler(cfg.sampler, specs),
+        pruner=build_pruner(cfg.pruner),
+        direction=cfg.direction,
+        load_if_exists=True,
+    )
+
+
+def finished(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=FINISHED_STATES))
+
+
+def open_parent_run(client: MlflowClient, cfg: SweepConfig) -> str:
+    """The study's parent run: found again by tag on a rerun, so a resumed sweep keeps one parent."""
+    experiment_id = get_or_create_experiment(client, cfg.experiment, cfg.runs_dir)
+    existing = client.search_runs(
+        [experiment_id], filter_string=f"tags.`{STUDY_TAG}` = '{cfg.study_name}' and tags.`sweep.role` = 'parent'"
+    )
+    if existing:
+        run_id = existing[0].info.run_id
+        reopen_run(client, run_id)
+        return run_id
+    params = flatten({"sweep": {k: v for k, v in cfg.__dict__.items() if k not in ("space",)}})
+    params.update({f"space.{k}": str(v) for k, v in cfg.space.items()})
+    return open_run(
+        client, experiment_id, f"sweep:{cfg.study_name}", {STUDY_TAG: cfg.study_name, "sweep.role": "parent"}, params
+    )
+
+
+def make_objective(cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list[str], parent_run_id: str, threads: int):
+    client = MlflowClient(tracking_uri(None, cfg.runs_dir))
+
+    def objective(trial: optuna.Trial) -> float:
+        sampled = sample(trial, specs)
+        overrides = [
+            *cfg.overrides,
+            *run_overrides,
+            *as_overrides(sampled),
+            f"logger.experiment={cfg.experiment}",
+            f"runs_dir={cfg.runs_dir}",
+            f"trainer.num_threads={threads}",
+        ]
+        run_cfg = compose_run_config(overrides)
+        run_cfg.parent_run_id = parent_run_id
+        run_cfg.logger.run_name = f"{cfg.study_name}/trial-{trial.number}"
+        run_cfg.tags.update({STUDY_TAG: cfg.study_name, "sweep.trial_number": str(trial.number), "sweep.role": "trial"})
+        opened: list[str] = []
+        try:
+            result = run(run_cfg, extra_callbacks=[OptunaPruning(trial, cfg.metric)], on_opened=opened.append)
+        except TrialPruned as err:
+            _end_trial(client, trial, opened, "PRUNED", str(err))
+            raise optuna.TrialPruned(str(err)) from None
+        except Exception as err:
+            _end_trial(client, trial, opened, "FAIL", f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}")
+            raise
+        value = result.metrics.get(cfg.metric)
+        if value is None:
+            _end_trial(client, trial, opened, "FAIL", f"the run logged no '{cfg.metric}'")
+            raise RuntimeError(f"The run logged no '{cfg.metric}'.")
+        _end_trial(client, trial, opened, "COMPLETE", "")
+        return value
+
+    return objective
+
+
+def _end_trial(client: MlflowClient, trial: optuna.Trial, opened: list[str], state: str, reason: str) -> None:
+    trial.set_user_attr("state", state)
+    if reason:
+        trial.set_user_attr("reason", reason[:500])
+    if opened:
+        trial.set_user_attr("mlflow_run_id", opened[0])
+        set_tags(client, opened[0], {"sweep.trial_state": state, "sweep.reason": reason[:500] or "-"})
+
+
+def work(cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list[str], parent_run_id: str, threads: int) -> None:
+    """Run trials until the study has n_trials finished ones; failures are recorded, never fatal."""
+    study = open_study(cfg, specs)
+    objective = make_objective(cfg, specs, run_overrides, parent_run_id, threads)
+    failures = 0
+    while finished(study) < cfg.n_trials:
+        before = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)))
+        study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=True)
+        after = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)))
+        failures += after - before
+        if failures >= max(3, cfg.n_trials):
+            raise RuntimeError(f"{failures} trials failed in this worker; see the 'reason' of each trial.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    inv = parse_args(sys.argv[1:] if argv is None else argv)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        cfg, specs = load_sweep_config(inv.sweep_name, inv.sweep_dotlist)
+        threads = max(1, (os.cpu_count() or 1) // cfg.workers)
+        if not inv.worker:
+            # Fail fast on a broken base experiment, before a study or a parent run exists.
+            from lit_modules.config.validate import validate
+
+            validate(compose_run_config([*cfg.overrides, *inv.run_overrides]))
+    except (ConfigError, DataError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # noqa: BLE001 - e.g. Hydra rejecting an unknown override key
+        print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+
+    if inv.worker:
+        work(cfg, specs, inv.run_overrides, inv.parent_run_id, threads)
+        return 0
+
+    client = MlflowClient(tracking_uri(None, cfg.runs_dir))
+    study = open_study(cfg, specs)  # created once here, so workers never race to create it
+    parent_run_id = open_parent_run(client, cfg)
+    print(f"sweep '{cfg.study_name}': {finished(study)}/{cfg.n_trials} trials finished so far; "
+          f"{cfg.workers} worker(s) x {threads} thread(s); storage {storage_url(cfg)}")
+    status = "FINISHED"
+    try:
+        argv_worker = [sys.executable, "-m", "sweeps.optuna_sweep", *(argv if argv is not None else sys.argv[1:]),
+                       "--worker", "--parent-run-id", parent_run_id]
+        others = [subprocess.Popen(argv_worker) for _ in range(cfg.workers - 1)]
+        work(cfg, specs, inv.run_overrides, parent_run_id, threads)
+        codes = [p.wait() for p in others]
+        if any(codes):
+            status = "FAILED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    except Exception:
+        status = "FAILED"
+        raise
+    finally:
+        summary_dir = write_summary(open_study(cfg, specs), cfg, client, parent_run_id)
+        client.set_terminated(parent_run_id, status=status)
+        print(f"summary: {summary_dir / 'summary.md'}")
+        print(f"browse: make mlflow-ui  (experiment '{cfg.experiment}', parent run {parent_run_id})")
+    return 0 if status == "FINISHED" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
