@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from lit_modules.callbacks.checkpointing import LastCheckpoint
+from lit_modules.callbacks.diagnostics import DiagnosticsLogger
 from lit_modules.callbacks.divergence import DivergenceGuard
 from lit_modules.callbacks.progress import TokenProgress
 from lit_modules.callbacks.run_record import RunRecord
@@ -102,6 +103,8 @@ def build_callbacks(
     ]
     for technique in techniques:
         callbacks += technique.callbacks()
+    if cfg.diagnostics.names:
+        callbacks.append(DiagnosticsLogger(list(cfg.diagnostics.names), cfg.diagnostics.every_n_steps, cfg.diagnostics.batch_size))
     callbacks.append(checkpoint)  # last, so it saves what every other callback has done this step
     return callbacks, checkpoint
 

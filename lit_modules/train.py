@@ -37,7 +37,7 @@ from lit_modules.tracking.run_lifecycle import flatten, open_run, reopen_run, ru
 from lit_modules.tracking.store import get_or_create_experiment, tracking_uri
 
 # Run-management fields: they change how a run is driven, not what it computes.
-NOT_IDENTITY = ("dry_run", "resume", "logger", "runs_dir", "parent_run_id", "tags")
+NOT_IDENTITY = ("dry_run", "resume", "logger", "runs_dir", "parent_run_id", "tags", "diagnostics")
 NOT_IDENTITY_TRAINER = ("stop_after_steps", "num_threads", "checkpoint_every_n_steps")
 
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 from dataclasses import dataclass
 
 import optuna
 from mlflow.tracking import MlflowClient
+from omegaconf import open_dict
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.data import DataError
@@ -73,7 +75,7 @@ def open_study(cfg: SweepConfig, specs: list[ParamSpec]) -> optuna.Study:
         storage_url(cfg),
         heartbeat_interval=cfg.heartbeat_interval,
         grace_period=cfg.grace_period,
-        failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=cfg.max_retry),
+        heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=cfg.max_retry),
     )
     return optuna.create_study(
         study_name=cfg.study_name,
@@ -110,21 +112,22 @@ def make_objective(cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list
     client = MlflowClient(tracking_uri(None, cfg.runs_dir))
 
     def objective(trial: optuna.Trial) -> float:
-        sampled = sample(trial, specs)
-        overrides = [
-            *cfg.overrides,
-            *run_overrides,
-            *as_overrides(sampled),
-            f"logger.experiment={cfg.experiment}",
-            f"runs_dir={cfg.runs_dir}",
-            f"trainer.num_threads={threads}",
-        ]
-        run_cfg = compose_run_config(overrides)
-        run_cfg.parent_run_id = parent_run_id
-        run_cfg.logger.run_name = f"{cfg.study_name}/trial-{trial.number}"
-        run_cfg.tags.update({STUDY_TAG: cfg.study_name, "sweep.trial_number": str(trial.number), "sweep.role": "trial"})
         opened: list[str] = []
         try:
+            run_cfg = compose_run_config([
+                *cfg.overrides,
+                *run_overrides,
+                *as_overrides(sample(trial, specs)),
+                f"logger.experiment={cfg.experiment}",
+                f"runs_dir={cfg.runs_dir}",
+                f"trainer.num_threads={threads}",
+            ])
+            with open_dict(run_cfg):
+                run_cfg.parent_run_id = parent_run_id
+                run_cfg.logger.run_name = f"{cfg.study_name}/trial-{trial.number}"
+                run_cfg.tags.update(
+                    {STUDY_TAG: cfg.study_name, "sweep.trial_number": str(trial.number), "sweep.role": "trial"}
+                )
             result = run(run_cfg, extra_callbacks=[OptunaPruning(trial, cfg.metric)], on_opened=opened.append)
         except TrialPruned as err:
             _end_trial(client, trial, opened, "PRUNED", str(err))
@@ -168,6 +171,7 @@ def work(cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list[str], par
 def main(argv: list[str] | None = None) -> int:
     inv = parse_args(sys.argv[1:] if argv is None else argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     try:
         cfg, specs = load_sweep_config(inv.sweep_name, inv.sweep_dotlist)
         threads = max(1, (os.cpu_count() or 1) // cfg.workers)

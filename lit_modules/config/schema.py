@@ -74,6 +74,23 @@ class LoggerConfig:
 
 
 @dataclass
+class DiagnosticsConfig:
+    names: List[str] = field(default_factory=list)  # registered diagnostics, see lit_modules/diagnostics
+    every_n_steps: int = 0  # 0: only at the start and the end of training
+    batch_size: int = 4  # held-out sequences the diagnostics see (the same ones every time)
+
+
+@dataclass
+class AblationConfig:
+    """Set by experiment presets: which arm of which ablation this run is (tags, grouping, skipping)."""
+
+    name: str = ""
+    arm: str = ""
+    baseline: str = "baseline"
+    skip_finished: bool = True  # a cell whose config hash already FINISHED under the parent is not rerun
+
+
+@dataclass
 class Config:
     model: LlamaConfig = field(default_factory=LlamaConfig)
     init: InitConfig = field(default_factory=InitConfig)
@@ -86,6 +103,8 @@ class Config:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     # Technique plug-ins: name -> node with a `_target_`; validated by instantiating them.
     techniques: Dict[str, Any] = field(default_factory=dict)
+    diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
+    ablation: AblationConfig = field(default_factory=AblationConfig)
     seed: int = 0
     dry_run: bool = False
     resume: Optional[str] = None  # checkpoint path or MLflow run id

@@ -77,6 +77,13 @@ def _basic_problems(cfg: DictConfig) -> list[str]:
         p.append(
             f"data.seq_len ({cfg.data.seq_len}) exceeds model.max_seq_len ({cfg.model.max_seq_len})."
         )
+    from lit_modules.diagnostics import REGISTRY
+
+    unknown = [n for n in cfg.diagnostics.names if n not in REGISTRY]
+    if unknown:
+        p.append(f"Unknown diagnostic(s) {', '.join(unknown)}; known: {', '.join(sorted(REGISTRY)) or 'none'}.")
+    if cfg.diagnostics.every_n_steps < 0 or cfg.diagnostics.batch_size < 1:
+        p.append("diagnostics.every_n_steps must be >= 0 and diagnostics.batch_size >= 1.")
     if t.divergence_factor < 0:
         p.append("trainer.divergence_factor must be >= 0 (0 disables the guard).")
     return p

@@ -8,6 +8,7 @@ The client is created lazily and dropped on pickling, so spawned DDP workers can
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Mapping
 
 from lightning.pytorch.loggers.logger import Logger
@@ -56,6 +57,10 @@ class MlflowRunLogger(Logger):
         ]
         if batch:
             self.client.log_batch(self._run_id, metrics=batch, synchronous=True)
+
+    @rank_zero_only
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self._run_id, str(path), artifact_path=artifact_path)
 
     @rank_zero_only
     def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
