@@ -47,7 +47,7 @@ sweep: setup ## Optuna study: make sweep SWEEP=default TRIALS=8 WORKERS=1
 	$(PY) -m sweeps.optuna_sweep sweep=$(SWEEP) $(if $(TRIALS),sweep.n_trials=$(TRIALS)) $(ARGS)
 
 test: setup ## the test suite (offline, ~10 min on 2 cores)
-	$(PY) -m pytest
+	$(PY) -m pytest -q
 
 test-slow: setup ## the slow end-to-end tests
 	$(PY) -m pytest -m slow

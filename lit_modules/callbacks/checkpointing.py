@@ -37,9 +37,12 @@ class LastCheckpoint(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         step = trainer.global_step
         if self.stop_after_steps is not None and step >= self.stop_after_steps and not trainer.should_stop:
+            # Saved here, not in on_train_end: Lightning's loop counters are only consistent mid-batch,
+            # and a checkpoint taken after the loop ends resumes with metric steps shifted by one.
+            self.save(trainer)
             self.paused = True
             trainer.should_stop = True
-            return  # on_train_end writes the checkpoint
+            return
         if self.final_step is not None and step >= self.final_step:
             trainer.should_stop = True  # makes Lightning validate once more at the very end
             return
@@ -47,4 +50,5 @@ class LastCheckpoint(L.Callback):
             self.save(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module) -> None:
-        self.save(trainer)
+        if not self.paused:  # the final weights, for evaluation and export
+            self.save(trainer)

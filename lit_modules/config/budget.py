@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -55,7 +54,7 @@ def compute_budget(cfg) -> Budget:
         tokens = int(cfg.regime.tokens)
     else:
         tokens = None
-    steps = math.ceil(tokens / tokens_per_step) if tokens is not None else None
+    steps = tokens // tokens_per_step if tokens is not None else None  # whole steps within budget
     if cfg.trainer.max_steps is not None:
         steps = cfg.trainer.max_steps if steps is None else min(steps, cfg.trainer.max_steps)
     if steps is None:

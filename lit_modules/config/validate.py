@@ -106,8 +106,23 @@ def _technique_problems(cfg: DictConfig) -> list[str]:
     return problems
 
 
+def check_schema(cfg: DictConfig) -> None:
+    """Hydra lets `+key=value` add keys the schema lacks; merging back into the schema catches them."""
+    from omegaconf.errors import ConfigKeyError, ValidationError
+
+    from lit_modules.config.schema import Config
+
+    try:
+        OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.to_container(cfg, resolve=False))
+    except ConfigKeyError as err:
+        raise ConfigError(f"Unknown config key '{err.full_key}'; check its spelling against conf/.") from None
+    except ValidationError as err:
+        raise ConfigError(f"Config value for '{err.full_key}' has the wrong type: {err.msg}") from None
+
+
 def validate(cfg: DictConfig) -> DictConfig:
     """Return a resolved copy with derived fields filled in, or raise ConfigError listing every problem."""
+    check_schema(cfg)
     cfg = cfg.copy()
     problems: list[str] = []
     for group in ("data", "tokenizer", "init"):

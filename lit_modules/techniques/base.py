@@ -31,6 +31,10 @@ class Technique:
         """Training-time hooks (periodic transforms, estimators, diagnostics)."""
         return []
 
+    def prepare_for_inference(self, model: nn.Module) -> nn.Module:
+        """Turn the trained model into the one evaluation and export use (e.g. merge a reparametrization)."""
+        return model
+
     def tags(self) -> dict[str, str]:
         """Run tags recording the technique's choices, e.g. which unconfirmed knobs were assumed."""
         return {}

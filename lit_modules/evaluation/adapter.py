@@ -1,0 +1,222 @@
+"""lm-eval's model interface over the live model and our tokenizer: no Hugging Face conversion.
+
+Works with any `nn.Module` that maps token ids [B, T] to logits [B, T, V] (a tuple output's first element is
+taken) and a maximum context `max_seq_len` (read from `model.cfg.max_seq_len` / `model.max_seq_len` unless
+given), on CPU or GPU.
+
+Scoring rules (they change scores, so they are explicit and logged with the results):
+- Trailing whitespace of a context moves onto the continuation (" word" is scored, not "word"), as lm-eval
+  does; context and continuation are tokenized separately, so exactly the continuation's tokens are scored.
+- `add_bos`: every sequence starts with the document-start token (`bos_token`: our EOS by default, which is
+  what precedes a document in training). An empty context always gets it, so there is something to
+  condition on.
+- Contexts longer than `max_seq_len` are left-truncated (see `windows.py`); a continuation or a rolling
+  document longer than that is scored in windows that predict every token exactly once.
+- Requests become windows, sorted by length (longest first) and batched `batch_size` at a time with right
+  padding, which a causal model never attends to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterable, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from lm_eval.api.model import LM
+from torch import nn
+
+from .windows import Window, scoring_windows
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def model_max_seq_len(model: nn.Module) -> int:
+    for owner in (getattr(model, "cfg", None), model):
+        value = getattr(owner, "max_seq_len", None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ValueError("the model has no max_seq_len (cfg.max_seq_len or max_seq_len); pass max_seq_len= explicitly")
+
+
+def _logits(output: Any) -> torch.Tensor:
+    return output[0] if isinstance(output, (tuple, list)) else output
+
+
+class LiveLM(LM):
+    """An lm-eval `LM` backed by an in-memory model; see the module docstring for the scoring rules."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer,
+        *,
+        batch_size: int = 16,
+        add_bos: bool = True,
+        bos_token: str = "eos",
+        max_seq_len: Optional[int] = None,
+        device: str = "auto",
+        precision: str = "32-true",
+        max_gen_toks: int = 256,
+    ) -> None:
+        super().__init__()
+        if bos_token not in ("eos", "bos"):
+            raise ValueError(f"bos_token must be 'eos' or 'bos', not {bos_token!r}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = int(batch_size)
+        self.add_bos = bool(add_bos)
+        self.bos_token = bos_token
+        self.prefix_id = tokenizer.eos_id if bos_token == "eos" else tokenizer.bos_id
+        self.max_seq_len = int(max_seq_len or model_max_seq_len(model))
+        self._device = resolve_device(device)
+        self.precision = precision
+        self.max_gen_toks = int(max_gen_toks)
+        self.windows_scored = 0  # forward rows, for throughput accounting
+
+    # ---- settings logged with every result ------------------------------------------------------------
+    def settings(self) -> dict[str, Any]:
+        return {
+            "batch_size": self.batch_size,
+            "add_bos": self.add_bos,
+            "bos_token": self.bos_token,
+            "prefix_token_id": self.prefix_id,
+            "max_seq_len": self.max_seq_len,
+            "truncation": "left",
+            "device": str(self._device),
+            "precision": self.precision,
+            "tokenizer": getattr(self.tokenizer, "name", type(self.tokenizer).__name__),
+            "tokenizer_fingerprint": getattr(self.tokenizer, "fingerprint", None),
+        }
+
+    def get_model_info(self) -> dict[str, Any]:  # lm-eval copies this into results["config"]
+        return {"adapter": type(self).__name__, **self.settings()}
+
+    @property
+    def tokenizer_name(self) -> str:
+        return getattr(self.tokenizer, "name", type(self.tokenizer).__name__)
+
+    # ---- tokenization ---------------------------------------------------------------------------------
+    def _start(self, context_ids: list[int]) -> list[int]:
+        return [self.prefix_id] + context_ids if self.add_bos or not context_ids else context_ids
+
+    def encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """(conditioning tokens incl. any start token, continuation tokens)."""
+        stripped = context.rstrip()
+        continuation = context[len(stripped):] + continuation
+        return self._start(self.tokenizer.encode(stripped) if stripped else []), self.tokenizer.encode(continuation)
+
+    # ---- the forward pass -----------------------------------------------------------------------------
+    def _autocast(self):
+        if self.precision == "bf16-mixed" and self._device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _forward(self, batch: list[list[int]]) -> torch.Tensor:
+        longest = max(len(row) for row in batch)
+        ids = torch.zeros((len(batch), longest), dtype=torch.long)
+        for i, row in enumerate(batch):
+            ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        with self._autocast():
+            logits = _logits(self.model(ids.to(self._device)))
+        self.windows_scored += len(batch)
+        return logits.float()
+
+    @contextlib.contextmanager
+    def _eval_mode(self):
+        was_training = self.model.training
+        self.model.to(self._device).eval()
+        try:
+            with torch.inference_mode():
+                yield
+        finally:
+            self.model.train(was_training)
+
+    def score_windows(self, windows: Sequence[Window]) -> list[tuple[float, bool]]:
+        """(sum of log p(target), every target is the argmax) per window, in the given order."""
+        order = sorted(range(len(windows)), key=lambda i: -len(windows[i].inputs))
+        results: list[tuple[float, bool]] = [(0.0, True)] * len(windows)
+        with self._eval_mode():
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                logits = self._forward([list(windows[i].inputs) for i in chunk])
+                for row, i in enumerate(chunk):
+                    window = windows[i]
+                    end, n = len(window.inputs), len(window.targets)
+                    logprobs = F.log_softmax(logits[row, end - n : end], dim=-1)
+                    targets = torch.tensor(window.targets, device=logprobs.device)
+                    picked = logprobs.gather(-1, targets[:, None]).squeeze(-1)
+                    greedy = bool((logprobs.argmax(-1) == targets).all())
+                    results[i] = (float(picked.double().sum()), greedy)
+        return results
+
+    def score_token_requests(self, requests: Sequence[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
+        """(log p(continuation | prefix), greedy?) for token-level (prefix, continuation) pairs."""
+        windows: list[Window] = []
+        for index, (prefix, continuation) in enumerate(requests):
+            windows += scoring_windows(index, list(prefix) + list(continuation), len(prefix), self.max_seq_len)
+        totals = [[0.0, True] for _ in requests]
+        for window, (logprob, greedy) in zip(windows, self.score_windows(windows)):
+            totals[window.request][0] += logprob
+            totals[window.request][1] = totals[window.request][1] and greedy
+        return [(total, greedy) for total, greedy in totals]
+
+    # ---- lm-eval's three request types ----------------------------------------------------------------
+    def loglikelihood(self, requests: Iterable, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        pairs = [self.encode_pair(*request.args) for request in requests]
+        return self.score_token_requests(pairs)
+
+    def loglikelihood_rolling(self, requests: Iterable, disable_tqdm: bool = False) -> list[float]:
+        """log p(document | start token): every token predicted once, with as much context as fits."""
+        pairs = [([self.prefix_id], self.tokenizer.encode(request.args[0])) for request in requests]
+        return [logprob for logprob, _ in self.score_token_requests(pairs)]
+
+    def generate_until(self, requests: Iterable, disable_tqdm: bool = False) -> list[str]:
+        """Greedy decoding, batched, stopping at any `until` string, at EOS, or after `max_gen_toks` tokens."""
+        requests = list(requests)
+        jobs = []
+        for request in requests:
+            context, gen_kwargs = request.args
+            gen_kwargs = dict(gen_kwargs or {})
+            until = gen_kwargs.get("until") or []
+            until = [until] if isinstance(until, str) else list(until)
+            max_new = int(gen_kwargs.get("max_gen_toks", self.max_gen_toks))
+            jobs.append((self._start(self.tokenizer.encode(context) if context else []), until, max_new))
+        order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][0]))
+        outputs = [""] * len(jobs)
+        with self._eval_mode():
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                for i, text in zip(chunk, self._generate_batch([jobs[i] for i in chunk])):
+                    outputs[i] = text
+        return outputs
+
+    def _generate_batch(self, jobs: list[tuple[list[int], list[str], int]]) -> list[str]:
+        sequences = [list(prefix) for prefix, _, _ in jobs]
+        generated: list[list[int]] = [[] for _ in jobs]
+        texts = [""] * len(jobs)
+        active = [max_new > 0 for _, _, max_new in jobs]
+        while any(active):
+            rows = [i for i, alive in enumerate(active) if alive]
+            windows = [sequences[i][-self.max_seq_len :] for i in rows]  # left-truncate long contexts
+            logits = self._forward(windows)
+            for row, i in enumerate(rows):
+                next_id = int(logits[row, len(windows[row]) - 1].argmax())
+                _, until, max_new = jobs[i]
+                if next_id == self.tokenizer.eos_id:
+                    active[i] = False
+                    continue
+                sequences[i].append(next_id)
+                generated[i].append(next_id)
+                texts[i] = self.tokenizer.decode(generated[i])
+                cut = min((texts[i].find(stop) for stop in until if stop and stop in texts[i]), default=-1)
+                if cut >= 0:
+                    texts[i] = texts[i][:cut]
+                    active[i] = False
+                elif len(generated[i]) >= max_new:
+                    active[i] = False
+        return texts

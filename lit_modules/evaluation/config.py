@@ -1,0 +1,103 @@
+"""Structured-config schema for the `eval` Hydra group: which zero-shot tasks to run and how.
+
+Only plain field types, so OmegaConf can type-check YAML against it. `problems()` reports impossible
+settings (and an unreachable hub when standard tasks are asked for) before any training starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from .task_names import LOCAL_ALIAS, is_local_task, local_task_problem, split_tasks
+
+BOS_TOKENS = ("eos", "bos")
+PRECISIONS = ("32-true", "bf16-mixed")
+PROBE_LABELS = ("document", "speaker")
+
+
+@dataclass
+class EvalConfig:
+    # Empty: no evaluation. `local` = the three local tasks of the run's own corpus; `local_<kind>_<corpus>`
+    # names one local task; any other name is an lm-eval task or group that needs the Hugging Face Hub.
+    tasks: List[str] = field(default_factory=list)
+    batch_size: int = 16  # scores depend on padding; keep it fixed across runs you compare
+    # Start every context with a document-start token. Our shards separate documents with EOS and never
+    # contain BOS, so `eos` is the token a trained model has seen before a document starts.
+    add_bos: bool = True
+    bos_token: str = "eos"  # eos | bos
+    limit: Optional[int] = None  # score only the first N items of each task (quick checks)
+    num_fewshot: int = 0
+    max_gen_toks: int = 256  # generate_until default when a task does not set its own
+    device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
+    precision: str = "32-true"  # 32-true | bf16-mixed (autocast on GPU)
+    bootstrap_iters: int = 0  # lm-eval stderr bootstraps; 0 keeps evaluation fast
+    # Local tasks: built once per corpus from its held-out split with this seed, cached as JSONL.
+    local_items: int = 300  # items per local task (cap)
+    seed: int = 1234  # local task building and the probe's train/test split
+    # Per-token log-probabilities on fixed held-out windows, for token-level comparisons between runs.
+    save_token_logprobs: bool = True
+    token_logprobs_windows: int = 64
+    token_logprobs_seq_len: int = 128  # fixed (not the model's) so every run scores the same windows
+    # Linear probes on hidden states (needs a model with `forward(idx, return_hidden=True)`).
+    probe: bool = False
+    probe_labels: str = "document"  # document: which held-out document; speaker: which speaker (plays)
+    probe_passages: int = 400  # cap on probe passages
+    hub_timeout_s: float = 3.0  # reachability probe before standard tasks
+
+    def problems(self, corpus_name: Optional[str] = None, check_hub: bool = True) -> list[str]:
+        """One sentence per impossible setting; `check_hub` also probes the Hub when standard tasks are listed."""
+        found = []
+        if self.batch_size < 1:
+            found.append(f"eval.batch_size is {self.batch_size} but must be at least 1.")
+        if self.bos_token not in BOS_TOKENS:
+            found.append(f"eval.bos_token is {self.bos_token!r} but must be one of {', '.join(BOS_TOKENS)}.")
+        if self.limit is not None and self.limit < 1:
+            found.append(f"eval.limit is {self.limit} but must be at least 1 (or null for all items).")
+        if self.num_fewshot < 0:
+            found.append(f"eval.num_fewshot is {self.num_fewshot} but must be >= 0.")
+        if self.max_gen_toks < 1:
+            found.append(f"eval.max_gen_toks is {self.max_gen_toks} but must be at least 1.")
+        if not (self.device in ("auto", "cpu", "cuda", "mps") or self.device.startswith("cuda:")):
+            found.append(f"eval.device is {self.device!r} but must be auto, cpu, cuda, cuda:N or mps.")
+        if self.precision not in PRECISIONS:
+            found.append(f"eval.precision is {self.precision!r} but must be one of {', '.join(PRECISIONS)}.")
+        if self.bootstrap_iters < 0:
+            found.append(f"eval.bootstrap_iters is {self.bootstrap_iters} but must be >= 0.")
+        if not 10 <= self.local_items <= 100_000:
+            found.append(f"eval.local_items is {self.local_items} but must lie between 10 and 100000.")
+        if self.token_logprobs_windows < 1:
+            found.append(f"eval.token_logprobs_windows is {self.token_logprobs_windows} but must be at least 1.")
+        if self.token_logprobs_seq_len < 2:
+            found.append(f"eval.token_logprobs_seq_len is {self.token_logprobs_seq_len} but must be at least 2.")
+        if self.probe_labels not in PROBE_LABELS:
+            found.append(
+                f"eval.probe_labels is {self.probe_labels!r} but must be one of {', '.join(PROBE_LABELS)}."
+            )
+        if self.probe_passages < 20:
+            found.append(f"eval.probe_passages is {self.probe_passages} but must be at least 20.")
+        for name in self.tasks:
+            if name != LOCAL_ALIAS and is_local_task(name):
+                problem = local_task_problem(name)
+                if problem:
+                    found.append(problem)
+        _, standard = split_tasks(list(self.tasks), corpus_name or "<corpus>")
+        if check_hub and standard:
+            from .hub import hub_unreachable_sentence
+
+            sentence = hub_unreachable_sentence(standard, corpus_name, self.hub_timeout_s)
+            if sentence:
+                found.append(sentence)
+        return found
+
+    @classmethod
+    def from_any(cls, cfg) -> EvalConfig:
+        """Accept the dataclass, a DictConfig (e.g. `cfg.eval`), a mapping, or None (defaults)."""
+        if isinstance(cfg, cls):
+            return cfg
+        if cfg is None:
+            return cls()
+        from omegaconf import OmegaConf
+
+        merged = OmegaConf.merge(OmegaConf.structured(cls), cfg)
+        return OmegaConf.to_object(merged)

@@ -1,0 +1,74 @@
+"""Export a PC-trained checkpoint as a plain model whose Linears hold the merged effective weights.
+
+    python -m lit_modules.techniques.pc_export runs/checkpoints/<run id>/last.ckpt merged.pt
+    python -m lit_modules.techniques.pc_export <ckpt> <out.pt> --refresh-iters 100
+
+Reads the run's resolved config from the `config.json` next to the checkpoint, rebuilds the model with
+the same PC transform, loads the trained weights (and u, v, gamma), merges (`pc_merge.merge_pc`) and
+saves `{"model_config": {...}, "state_dict": {...}}`; the state_dict loads into a plain `Llama`
+(`load_merged`), with the baseline's keys and the baseline's inference cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+from hydra.utils import instantiate
+
+from lit_modules.model import Llama, LlamaConfig
+from lit_modules.resume import CONFIG_SIDECAR
+from lit_modules.techniques.pc_merge import DEFAULT_MERGE_ITERS, merge_pc
+
+MODULE_PREFIX = "model."  # CausalLMModule keeps the network at `.model`
+
+
+def build_from_run_config(config: dict) -> Llama:
+    """The run's model with its techniques' model transforms applied (weights still at init)."""
+    model = Llama(LlamaConfig(**config["model"]))
+    for node in (config.get("techniques") or {}).values():
+        if node is not None:
+            model = instantiate(node).transform_model(model)
+    return model
+
+
+def export_checkpoint(checkpoint: Path, out: Path, refresh_iters: int = DEFAULT_MERGE_ITERS) -> Path:
+    sidecar = Path(checkpoint).parent / CONFIG_SIDECAR
+    if not sidecar.is_file():
+        raise FileNotFoundError(
+            f"{sidecar} is missing; it holds the run's config needed to rebuild the model."
+        )
+    config = json.loads(sidecar.read_text())["config"]
+    model = build_from_run_config(config)
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
+    model.load_state_dict(
+        {k[len(MODULE_PREFIX) :]: v for k, v in state.items() if k.startswith(MODULE_PREFIX)}
+    )
+    merge_pc(model.eval(), refresh_iters=refresh_iters)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"model_config": config["model"], "state_dict": model.state_dict()}, out)
+    return out
+
+
+def load_merged(path: Path) -> Llama:
+    """A plain `Llama` (no parametrization) holding the merged weights."""
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    model = Llama(LlamaConfig(**saved["model_config"]))
+    model.load_state_dict(saved["state_dict"])
+    return model
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--refresh-iters", type=int, default=DEFAULT_MERGE_ITERS)
+    args = parser.parse_args(argv)
+    print(export_checkpoint(args.checkpoint, args.out, args.refresh_iters))
+
+
+if __name__ == "__main__":
+    main()
