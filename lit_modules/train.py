@@ -110,6 +110,15 @@ def run(
         print(describe(cfg, budget))
         return RunResult(None, "DRY_RUN", budget=budget)
 
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    config_hash = repro.config_hash(identity_of(resolved))
+    if resume_target is None and cfg.ablation.skip_finished and cfg.parent_run_id:
+        done = _finished_twin(client, cfg.parent_run_id, config_hash)
+        if done is not None:
+            print(f"skipping: run {done.info.run_id} under this parent already finished this config ({config_hash})")
+            metrics = {k: float(v) for k, v in done.data.metrics.items()}
+            return RunResult(done.info.run_id, "SKIPPED", metrics, budget, config_hash)
+
     if cfg.trainer.num_threads:
         torch.set_num_threads(cfg.trainer.num_threads)
     L.seed_everything(cfg.seed, verbose=False)
@@ -119,8 +128,6 @@ def run(
 
     module = build_module(cfg, model, techniques, budget, data.shards.bytes_per_token("heldout"))
 
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    config_hash = repro.config_hash(identity_of(resolved))
     git = repro.git_state()
     if resume_target is not None:
         run_id = resume_target.run_id
@@ -158,6 +165,7 @@ def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniq
         "data_fingerprint": data.shards.key,
         **{f"pkg.{k}": v for k, v in repro.package_versions().items()},
         **{f"hw.{k}": v for k, v in repro.hardware().items()},
+        **({"ablation.name": cfg.ablation.name, "ablation.arm": cfg.ablation.arm} if cfg.ablation.name else {}),
         **dict(cfg.tags or {}),
     }
     for technique in techniques:
@@ -165,6 +173,18 @@ def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniq
     params = flatten(resolved)
     params.update({f"budget.{k}": str(v) for k, v in budget.as_dict().items()})
     return open_run(client, experiment_id, cfg.logger.run_name, tags, params, cfg.parent_run_id)
+
+
+def _finished_twin(client: MlflowClient, parent_run_id: str, config_hash: str):
+    """A FINISHED run with the same config hash under the same parent (an ablation cell already done)."""
+    parent = client.get_run(parent_run_id)
+    twins = client.search_runs(
+        [parent.info.experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}' and tags.config_hash = '{config_hash}' "
+        "and attributes.status = 'FINISHED'",
+        max_results=1,
+    )
+    return twins[0] if twins else None
 
 
 def _paused(cfg: DictConfig, budget: Budget) -> bool:
@@ -197,6 +217,16 @@ def _cli_overrides() -> list[str]:
         return []
 
 
+def _in_multirun() -> bool:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except Exception:  # noqa: BLE001
+        return False
+
+
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float | None:
     try:
@@ -204,6 +234,12 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     except (ConfigError, DataError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+    except Exception as err:  # noqa: BLE001
+        if not _in_multirun():
+            raise
+        # One failed cell (e.g. a diverging arm) must not abort the grid; MLflow already says FAILED.
+        print(f"cell failed: {type(err).__name__}: {err}", file=sys.stderr)
+        return None
     if result.status == "DRY_RUN":
         return None
     val = result.metrics.get("val/loss")

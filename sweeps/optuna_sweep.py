@@ -11,9 +11,11 @@ resume).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
+import time
 import warnings
 from dataclasses import dataclass
 
@@ -43,6 +45,7 @@ class Invocation:
     sweep_dotlist: list[str]
     run_overrides: list[str]
     worker: bool = False
+    worker_index: int = 0
     parent_run_id: str | None = None
 
 
@@ -54,6 +57,8 @@ def parse_args(argv: list[str]) -> Invocation:
             inv.worker = True
         elif arg == "--parent-run-id":
             inv.parent_run_id = next(args)
+        elif arg == "--worker-index":
+            inv.worker_index = int(next(args))
         elif arg.startswith("sweep="):
             inv.sweep_name = arg.split("=", 1)[1]
         elif arg.startswith("sweep."):
@@ -70,21 +75,64 @@ def storage_url(cfg: SweepConfig) -> str:
     return f"sqlite:///{os.path.abspath(os.path.join(cfg.runs_dir, 'optuna.db'))}"
 
 
-def open_study(cfg: SweepConfig, specs: list[ParamSpec]) -> optuna.Study:
+class StaleTrialHandler:
+    """A trial whose worker died: its MLflow child ends KILLED, and Optuna retries its parameters."""
+
+    def __init__(self, cfg: SweepConfig):
+        self.runs_dir = cfg.runs_dir
+        self.retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=cfg.max_retry)
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        run_id = trial.user_attrs.get("mlflow_run_id")
+        if run_id:
+            client = MlflowClient(tracking_uri(None, self.runs_dir))
+            set_tags(client, run_id, {"end_reason": "worker died (no heartbeat)", "sweep.trial_state": "FAIL"})
+            client.set_terminated(run_id, status="KILLED")
+        self.retry(study, trial)
+
+
+def open_study(cfg: SweepConfig, specs: list[ParamSpec], worker_index: int = 0) -> optuna.Study:
     storage = optuna.storages.RDBStorage(
         storage_url(cfg),
         heartbeat_interval=cfg.heartbeat_interval,
         grace_period=cfg.grace_period,
-        heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=cfg.max_retry),
+        heartbeat_stale_trial_callback=StaleTrialHandler(cfg),
     )
+    # A reseeded sampler per worker and per invocation: otherwise parallel workers, or a resumed sweep,
+    # replay the same random draws and repeat trials.
+    existing = _existing_trials(storage, cfg.study_name)
+    sampler_cfg = dataclasses.replace(cfg.sampler, seed=cfg.sampler.seed + 1000 * worker_index + existing)
     return optuna.create_study(
         study_name=cfg.study_name,
         storage=storage,
-        sampler=build_sampler(cfg.sampler, specs),
+        sampler=build_sampler(sampler_cfg, specs),
         pruner=build_pruner(cfg.pruner),
         direction=cfg.direction,
         load_if_exists=True,
     )
+
+
+def _existing_trials(storage: optuna.storages.BaseStorage, study_name: str) -> int:
+    try:
+        study_id = storage.get_study_id_from_name(study_name)
+    except KeyError:
+        return 0
+    return len(storage.get_all_trials(study_id, deepcopy=False))
+
+
+def _grid_size(specs: list[ParamSpec]) -> int:
+    size = 1
+    for spec in specs:
+        size *= len(spec.choices or ())
+    return size
+
+
+def _grid_exhausted(cfg: SweepConfig, specs: list[ParamSpec], study: optuna.Study) -> bool:
+    if cfg.sampler.name != "grid":
+        return False
+    tried = {tuple(sorted(t.params.items())) for t in study.get_trials(deepcopy=False)
+             if t.state != optuna.trial.TrialState.WAITING}
+    return len(tried) >= _grid_size(specs)
 
 
 def finished(study: optuna.Study) -> int:
@@ -113,6 +161,11 @@ def make_objective(cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list
 
     def objective(trial: optuna.Trial) -> float:
         opened: list[str] = []
+
+        def remember(run_id: str) -> None:
+            opened.append(run_id)
+            trial.set_user_attr("mlflow_run_id", run_id)
+
         try:
             run_cfg = compose_run_config([
                 *cfg.overrides,
@@ -121,6 +174,7 @@ def make_objective(cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list
                 f"logger.experiment={cfg.experiment}",
                 f"runs_dir={cfg.runs_dir}",
                 f"trainer.num_threads={threads}",
+                "ablation.skip_finished=false",  # every trial gets its own child run
             ])
             with open_dict(run_cfg):
                 run_cfg.parent_run_id = parent_run_id
@@ -128,7 +182,7 @@ def make_objective(cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list
                 run_cfg.tags.update(
                     {STUDY_TAG: cfg.study_name, "sweep.trial_number": str(trial.number), "sweep.role": "trial"}
                 )
-            result = run(run_cfg, extra_callbacks=[OptunaPruning(trial, cfg.metric)], on_opened=opened.append)
+            result = run(run_cfg, extra_callbacks=[OptunaPruning(trial, cfg.metric)], on_opened=remember)
         except TrialPruned as err:
             _end_trial(client, trial, opened, "PRUNED", str(err))
             raise optuna.TrialPruned(str(err)) from None
@@ -154,12 +208,31 @@ def _end_trial(client: MlflowClient, trial: optuna.Trial, opened: list[str], sta
         set_tags(client, opened[0], {"sweep.trial_state": state, "sweep.reason": reason[:500] or "-"})
 
 
-def work(cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list[str], parent_run_id: str, threads: int) -> None:
-    """Run trials until the study has n_trials finished ones; failures are recorded, never fatal."""
-    study = open_study(cfg, specs)
+def running(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)))
+
+
+def work(
+    cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list[str], parent_run_id: str, threads: int,
+    worker_index: int = 0,
+) -> None:
+    """Run trials until the study has n_trials finished ones; failures are recorded, never fatal.
+
+    A worker starts a trial only while finished + running < n_trials, so parallel workers never
+    overshoot the total; while others finish the last trials it waits, failing stale ones (whose
+    worker died) so they are retried.
+    """
+    study = open_study(cfg, specs, worker_index)
     objective = make_objective(cfg, specs, run_overrides, parent_run_id, threads)
     failures = 0
     while finished(study) < cfg.n_trials:
+        if _grid_exhausted(cfg, specs, study):
+            print(f"the grid has {_grid_size(specs)} points and all were tried; stopping before {cfg.n_trials} finished")
+            return
+        if finished(study) + running(study) >= cfg.n_trials:
+            optuna.storages.fail_stale_trials(study)
+            time.sleep(1.0)
+            continue
         before = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)))
         study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=True)
         after = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)))
@@ -188,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     if inv.worker:
-        work(cfg, specs, inv.run_overrides, inv.parent_run_id, threads)
+        work(cfg, specs, inv.run_overrides, inv.parent_run_id, threads, inv.worker_index)
         return 0
 
     client = MlflowClient(tracking_uri(None, cfg.runs_dir))
@@ -200,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         argv_worker = [sys.executable, "-m", "sweeps.optuna_sweep", *(argv if argv is not None else sys.argv[1:]),
                        "--worker", "--parent-run-id", parent_run_id]
-        others = [subprocess.Popen(argv_worker) for _ in range(cfg.workers - 1)]
+        others = [subprocess.Popen([*argv_worker, "--worker-index", str(i)]) for i in range(1, cfg.workers)]
         work(cfg, specs, inv.run_overrides, parent_run_id, threads)
         codes = [p.wait() for p in others]
         if any(codes):

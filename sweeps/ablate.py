@@ -1,0 +1,132 @@
+"""Ablation grids: a preset's arms x paired seeds, run by Hydra multirun under one MLflow parent run.
+
+    python -m sweeps.ablate experiment=<preset> [launcher=local_parallel|slurm] [run overrides]
+
+Cells whose config hash already FINISHED under the parent are skipped, so an interrupted grid is
+finished by running the same command again. The grid ends with a report (analysis.report).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
+
+from lit_modules.config.errors import ConfigError
+from lit_modules.config.validate import validate
+from lit_modules.tracking.run_lifecycle import open_run, reopen_run
+from lit_modules.tracking.store import get_or_create_experiment, tracking_uri
+from sweeps.compose import CONF_DIR, compose_run_config
+
+ROLE_TAG = "ablation.role"
+
+
+@dataclass
+class Grid:
+    experiment: str
+    arms: list[str]
+    seeds: list[str]
+    launcher: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    runs_dir: str = "runs"
+
+
+def parse_args(argv: list[str]) -> Grid:
+    grid = Grid(experiment="", arms=[], seeds=[])
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        if key == "experiment":
+            grid.experiment = value
+        elif key == "launcher":
+            grid.launcher = value or None
+        else:
+            if key == "runs_dir":
+                grid.runs_dir = value
+            grid.overrides.append(arg)
+    if not grid.experiment:
+        raise ConfigError("Name the preset to ablate: experiment=<name> (see conf/experiment/).")
+    return grid
+
+
+def read_grid(grid: Grid) -> None:
+    """Arms and seeds come from the preset's hydra.sweeper.params, the same lines multirun expands."""
+    path = CONF_DIR / "experiment" / f"{grid.experiment}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml")))
+        raise ConfigError(f"There is no preset '{grid.experiment}' in conf/experiment/ (known: {known}).")
+    params = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params") or {}
+    arms = str(params.get("+arm", "")).split(",") if params.get("+arm") else []
+    seeds = [s.strip() for s in str(params.get("seed", "0")).split(",")]
+    if not arms:
+        raise ConfigError(f"The preset '{grid.experiment}' declares no arms (hydra.sweeper.params['+arm']).")
+    grid.arms, grid.seeds = [a.strip() for a in arms], seeds
+
+
+def validate_cells(grid: Grid) -> str:
+    """Every arm must compose and validate before anything runs; returns the MLflow experiment name."""
+    name = ""
+    for arm in grid.arms:
+        cfg = validate(compose_run_config([f"experiment={grid.experiment}", f"+arm={arm}", *grid.overrides]))
+        name = cfg.logger.experiment
+        if not cfg.ablation.arm:
+            raise ConfigError(f"The arm file conf/arm/{arm}.yaml does not set ablation.arm.")
+    return name
+
+
+def open_parent(client: MlflowClient, grid: Grid, experiment_name: str) -> str:
+    experiment_id = get_or_create_experiment(client, experiment_name, grid.runs_dir)
+    found = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.`ablation.name` = '{grid.experiment}' and tags.`{ROLE_TAG}` = 'parent'",
+    )
+    if found:
+        reopen_run(client, found[0].info.run_id)
+        return found[0].info.run_id
+    tags = {"ablation.name": grid.experiment, ROLE_TAG: "parent"}
+    params = {"arms": ",".join(grid.arms), "seeds": ",".join(grid.seeds), "overrides": " ".join(grid.overrides)}
+    return open_run(client, experiment_id, f"ablate:{grid.experiment}", tags, params)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        grid = parse_args(sys.argv[1:] if argv is None else argv)
+        read_grid(grid)
+        experiment_name = validate_cells(grid)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # noqa: BLE001 - Hydra composition errors, one line
+        print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    client = MlflowClient(tracking_uri(None, grid.runs_dir))
+    parent = open_parent(client, grid, experiment_name)
+    cells = len(grid.arms) * len(grid.seeds)
+    print(f"ablation '{grid.experiment}': {len(grid.arms)} arms x {len(grid.seeds)} seeds = {cells} cells; parent run {parent}")
+    command = [sys.executable, "-m", "lit_modules.train", "-m", f"experiment={grid.experiment}",
+               f"parent_run_id={parent}", *grid.overrides]
+    if grid.launcher:
+        command.append(f"hydra/launcher={grid.launcher}")
+    status = "FAILED"
+    try:
+        code = subprocess.run(command, env={**os.environ}).returncode
+        status = "FINISHED" if code == 0 else "FAILED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        client.set_terminated(parent, status=status)
+    if status == "FINISHED":
+        from analysis.report import write_report
+
+        path = write_report(parent_run_id=parent, runs_dir=grid.runs_dir)
+        print(f"report: {path}")
+    print(f"browse: make mlflow-ui  (parent run {parent})")
+    return 0 if status == "FINISHED" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
