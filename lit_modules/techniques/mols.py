@@ -73,7 +73,7 @@ class MoLS(Technique):
         micro_batch_size: int | None = None,
         estimate_step: int | None = None,
         estimate_fraction: float = 0.01,
-        eps: float = 1e-30,
+        eps: float = 1e-3,
         debias: bool = False,
         ignore_dead_coords: bool = True,
         clip_min: float | None = None,

@@ -60,7 +60,7 @@ class MoLSCallback(L.Callback):
         family_to_group: Callable[[str], str],
         base_group: str = "vo",
         estimator: str = "per_coord",
-        eps: float = 1e-30,
+        eps: float = 1e-3,
         debias: bool = False,
         ignore_dead_coords: bool = True,
         extra_micro_batches: int = 8,

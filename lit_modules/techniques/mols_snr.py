@@ -1,9 +1,14 @@
 """Gradient signal-to-noise ratio of parameter groups, from K per-micro-batch gradients.
 
 Per coordinate, with sample mean mu and variance var over the K gradients:
-  per_coord: mean over the group's coordinates of mu^2 / (var + eps)
-  aggregate: ||mu||^2 / (sum var + eps)
+  per_coord: mean over the group's coordinates of mu^2 / (var + eps * mean_var)
+  aggregate: ||mu||^2 / (sum var * (1 + eps))
 Both are UNCONFIRMED readings of the paper's "module-level SNR" (papers.md section 3).
+
+`eps` is relative to the group's mean coordinate variance, so the estimate does not depend on the
+gradient scale and no single coordinate can dominate the mean: under bf16 autocast a gradient
+coordinate can repeat exactly across the K samples (var = 0), and an absolute eps of 1e-30 then let one
+coordinate out of 25,000 push the group SNR to 1e18. A float64 `tiny` keeps all-zero-variance groups finite.
 
 `debias=False` uses the plain pseudocode (population variance, squared sample mean). Its expectation is
 biased towards 1/K for noise-dominated coordinates, because E[mu_hat^2] = mu^2 + sigma^2/K.
@@ -63,7 +68,7 @@ def _signal_noise(moments: GradientMoments, debias: bool) -> Iterable[tuple[torc
 def group_snr(
     moments: GradientMoments,
     estimator: str = "per_coord",
-    eps: float = 1e-30,
+    eps: float = 1e-3,
     debias: bool = False,
     ignore_dead_coords: bool = True,
 ) -> float:
@@ -74,24 +79,29 @@ def group_snr(
         raise ValueError(f"Unknown SNR estimator '{estimator}' (use {', '.join(ESTIMATORS)}).")
     if moments.count < 2:
         raise ValueError("The SNR needs at least 2 gradient samples.")
-    ratio_sum, coords, signal_sum, noise_sum = 0.0, 0, 0.0, 0.0
+    k = moments.count
+
+    def live_mask(mean: torch.Tensor, m2: torch.Tensor) -> torch.Tensor:
+        return ((mean != 0) | (m2 != 0)) if ignore_dead_coords else torch.ones_like(mean, dtype=torch.bool)
+
+    coords, signal_sum, noise_sum = 0, 0.0, 0.0
     for (signal, noise), mean, m2 in zip(_signal_noise(moments, debias), moments.mean, moments.m2):
-        live = ((mean != 0) | (m2 != 0)) if ignore_dead_coords else torch.ones_like(mean, dtype=torch.bool)
-        if estimator == "per_coord":
-            ratio_sum += float((signal / (noise + eps))[live].sum())
-        elif debias:
-            # Aggregate debiasing: subtract the noise share from the summed squares, clamp once at the end.
-            mu2 = mean.double().square()
-            signal_sum += float((mu2 - noise / moments.count)[live].sum())
-        else:
-            signal_sum += float(signal[live].sum())
-        noise_sum += float(noise[live].sum())
+        live = live_mask(mean, m2)
         coords += int(live.sum())
+        noise_sum += float(noise[live].sum())
+        # Aggregate debiasing subtracts the noise share from the summed squares and clamps once, at the end.
+        raw = mean.double().square() - noise / k if debias else signal
+        signal_sum += float(raw[live].sum())
     if coords == 0:
         return float("nan")
-    if estimator == "per_coord":
-        return ratio_sum / coords
-    return max(signal_sum, 0.0) / (noise_sum + eps)
+    tiny = torch.finfo(torch.float64).tiny
+    if estimator == "aggregate":
+        return max(signal_sum, 0.0) / (noise_sum * (1.0 + eps) + tiny)
+    floor = eps * noise_sum / coords + tiny
+    ratio_sum = 0.0
+    for (signal, noise), mean, m2 in zip(_signal_noise(moments, debias), moments.mean, moments.m2):
+        ratio_sum += float((signal / (noise + floor))[live_mask(mean, m2)].sum())
+    return ratio_sum / coords
 
 
 def measure_gradient_moments(
