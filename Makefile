@@ -18,7 +18,11 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: help setup train sweep test test-slow bench mlflow-ui dry-run clean-runs
+EXP ?=
+LAUNCHER ?=
+TASKS ?=
+
+.PHONY: help setup train sweep ablate report eval test test-slow bench mlflow-ui dry-run clean-runs
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -44,7 +48,16 @@ dry-run: setup ## sizes, FLOPs/token, budget and ETA of a config, no run opened
 	$(PY) -m lit_modules.train dry_run=true $(ARGS)
 
 sweep: setup ## Optuna study: make sweep SWEEP=default TRIALS=8 WORKERS=1
-	$(PY) -m sweeps.optuna_sweep sweep=$(SWEEP) $(if $(TRIALS),sweep.n_trials=$(TRIALS)) $(ARGS)
+	$(PY) -m sweeps.optuna_sweep sweep=$(SWEEP) sweep.workers=$(WORKERS) $(if $(TRIALS),sweep.n_trials=$(TRIALS)) $(ARGS)
+
+ablate: setup ## paired-seed ablation grid + report: make ablate EXP=wisca [LAUNCHER=local_parallel]
+	$(PY) -m sweeps.ablate experiment=$(EXP) $(if $(LAUNCHER),launcher=$(LAUNCHER)) $(ARGS)
+
+report: setup ## tables, plots and verdicts: make report EXP=<preset or parent run id>
+	$(PY) -m analysis.report EXP=$(EXP) $(ARGS)
+
+eval: setup ## zero-shot lm-eval on a finished run: make eval RUN=<run id> [TASKS=a,b]
+	$(PY) -m lit_modules.evaluation.run_eval run=$(RUN) $(if $(TASKS),tasks=$(TASKS)) $(ARGS)
 
 test: setup ## the test suite (offline, ~10 min on 2 cores)
 	$(PY) -m pytest -q

@@ -205,9 +205,11 @@ def _meta_model(cfg: Any) -> nn.Module | None:
     """The configured model built on the meta device (no memory, no compute), or None if it cannot be."""
     from lit_modules.model import Llama
 
+    params = OmegaConf.to_container(cfg.model, resolve=True)
+    params["vocab_size"] = params.get("vocab_size") or 1  # the vocabulary does not change the attention blocks
     try:
         with torch.device("meta"):
-            return Llama(OmegaConf.to_object(cfg.model))
+            return Llama(params)
     except Exception:  # noqa: BLE001 - an unbuildable model config is reported by the model's own check
         return None
 
