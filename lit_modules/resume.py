@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
@@ -25,6 +26,26 @@ class ResumeTarget:
     config: DictConfig
 
 
+def find_checkpoint(reference: str, client: MlflowClient) -> Path:
+    """A checkpoint file, a folder holding last.ckpt, or an MLflow run id whose run recorded one."""
+    return _checkpoint_from(reference, client)
+
+
+def load_weights(model: torch.nn.Module, checkpoint: Path) -> None:
+    """Model weights only (no optimizer, no step): the start of a new run from a finished one."""
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
+    except Exception as err:  # noqa: BLE001 - a truncated or foreign file
+        raise ConfigError(f"The checkpoint {checkpoint} cannot be read as a training checkpoint.") from err
+    weights = {k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")}
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    if missing or unexpected:
+        raise ConfigError(
+            f"The checkpoint {checkpoint} does not fit this model (missing {len(missing)}, unexpected "
+            f"{len(unexpected)} tensors); build the same model and techniques as the run that wrote it."
+        )
+
+
 def _checkpoint_from(resume: str, client: MlflowClient) -> Path:
     path = Path(resume)
     if path.is_file():
@@ -34,7 +55,7 @@ def _checkpoint_from(resume: str, client: MlflowClient) -> Path:
     try:
         run = client.get_run(resume)
     except Exception as err:  # noqa: BLE001 - any lookup failure means the same thing to the user
-        raise ConfigError(f"resume='{resume}' is neither a checkpoint file nor a known MLflow run id.") from err
+        raise ConfigError(f"'{resume}' is neither a checkpoint file nor a known MLflow run id.") from err
     directory = run.data.tags.get(CHECKPOINT_DIR_TAG)
     if not directory or not (Path(directory) / "last.ckpt").is_file():
         raise ConfigError(f"MLflow run {resume} has no checkpoint to resume from (looked in {directory}).")

@@ -30,7 +30,7 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.config.schema import register_schema
 from lit_modules.config.validate import validate
 from lit_modules.data import DataError
-from lit_modules.resume import CHECKPOINT_DIR_TAG, CONFIG_SIDECAR, resolve_resume
+from lit_modules.resume import CHECKPOINT_DIR_TAG, CONFIG_SIDECAR, find_checkpoint, load_weights, resolve_resume
 from lit_modules.tracking import repro
 from lit_modules.tracking.lightning_logger import MlflowRunLogger
 from lit_modules.tracking.run_lifecycle import flatten, open_run, reopen_run, run_lifecycle, set_tags
@@ -125,6 +125,8 @@ def run(
     techniques = build_techniques(cfg)
     data = build_data(cfg)
     model, init_stds = build_model(cfg, techniques)
+    if cfg.init_from:
+        load_weights(model, find_checkpoint(str(cfg.init_from), client))
 
     module = build_module(cfg, model, techniques, budget, data.shards.bytes_per_token("heldout"))
 

@@ -108,6 +108,8 @@ class Config:
     seed: int = 0
     dry_run: bool = False
     resume: Optional[str] = None  # checkpoint path or MLflow run id
+    # Start a NEW run from another run's final weights (fine-tuning): checkpoint path or MLflow run id.
+    init_from: Optional[str] = None
     runs_dir: str = "runs"
     parent_run_id: Optional[str] = None  # set by sweep drivers: the MLflow parent of this run
     tags: Dict[str, str] = field(default_factory=dict)
