@@ -84,9 +84,11 @@ def sample(trial: optuna.Trial, specs: list[ParamSpec]) -> dict[str, Any]:
 
 
 def as_overrides(sampled: Mapping[str, Any]) -> list[str]:
-    """Hydra override strings; `None` selects nothing for a config group (`group=null`)."""
+    """Hydra override strings. `None` means "leave this group at its default", which for the technique
+    groups is off; Hydra cannot select `null` for a group by override."""
     out = []
     for key, value in sampled.items():
-        text = "null" if value is None else (repr(value) if isinstance(value, float) else str(value))
-        out.append(f"{key}={text}")
+        if value is None:
+            continue
+        out.append(f"{key}={repr(value) if isinstance(value, float) else value}")
     return out

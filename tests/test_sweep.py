@@ -19,7 +19,7 @@ FAST = ["trainer.max_steps=20", "trainer.val_every_n_steps=10", "data.seq_len=64
 
 
 def sweep_args(runs_dir: Path, *extra: str) -> list[str]:
-    return ["sweep=default", f"sweep.runs_dir={runs_dir}", "sweep.study_name=t", *FAST, *extra]
+    return ["sweep=lr_wd", f"sweep.runs_dir={runs_dir}", "sweep.study_name=t", *FAST, *extra]
 
 
 def study(runs_dir: Path) -> optuna.Study:
@@ -32,7 +32,7 @@ def states(runs_dir: Path) -> list[str]:
 
 def test_make_sweep_with_two_trials(runs_dir: Path) -> None:
     proc = subprocess.run(
-        ["make", "-s", "sweep", "TRIALS=2", f"ARGS=sweep.runs_dir={runs_dir} sweep.study_name=t {' '.join(FAST)}"],
+        ["make", "-s", "sweep", "SWEEP=lr_wd", "TRIALS=2", f"ARGS=sweep.runs_dir={runs_dir} sweep.study_name=t {' '.join(FAST)}"],
         cwd=REPO, capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -67,8 +67,8 @@ def test_a_diverging_trial_fails_with_its_reason_and_the_study_goes_on(runs_dir:
 
     original = sweep_config.SWEEP_DIR
     (tmp_path / "conf").mkdir()
-    (tmp_path / "conf" / "default.yaml").write_text(
-        "name: default\nstudy_name: t\noverrides: [model=tiny, regime=steps]\n"
+    (tmp_path / "conf" / "lr_wd.yaml").write_text(
+        "name: lr_wd\nstudy_name: t\noverrides: [model=tiny, regime=steps]\n"
         "space:\n  optim.lr: {type: categorical, choices: [1.0e+3, 3.0e-3]}\n"
     )
     sweep_config.SWEEP_DIR = tmp_path / "conf"
@@ -144,3 +144,22 @@ def test_bad_sweep_config_is_one_sentence(runs_dir: Path, capsys) -> None:
     assert "no sweep 'no_such_space'" in capsys.readouterr().err
     assert sweep_main(sweep_args(runs_dir, "model.d_model=66")) == 2
     assert not (runs_dir / "optuna.db").exists()
+
+
+def test_default_technique_space_only_samples_valid_runs() -> None:
+    """Every trial the default `make sweep` can draw composes and validates (no compute)."""
+    from lit_modules.config.validate import validate
+    from sweeps.compose import compose_run_config
+    from sweeps.space import as_overrides
+    from sweeps.sweep_config import load_sweep_config
+
+    cfg, specs = load_sweep_config("default", [])
+    s = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    seen = set()
+    for _ in range(25):
+        trial = s.ask()
+        sampled = sample(trial, specs)
+        run_cfg = validate(compose_run_config([*cfg.overrides, *as_overrides(sampled)]))
+        seen.update(k for k, v in (run_cfg.techniques or {}).items() if v is not None)
+        s.tell(trial, 0.0)
+    assert {"wisca", "pc", "mols"} <= seen
