@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Iterable
 
 import torch
@@ -47,11 +48,18 @@ def build_optimizer(
     if optim_cfg.name == "muon":
         muon_specs, adam_specs = [], []
         for s in specs:
-            matrices = [p for p in s.params if p.ndim == 2]
-            if s.family in MUON_FAMILIES and len(matrices) == len(s.params):
-                muon_specs.append(s)
-            else:
+            if s.family not in MUON_FAMILIES:
                 adam_specs.append(s)
+                continue
+            # Muon orthogonalizes matrices only; scalars and vectors of the same family (e.g. a
+            # technique's learnable gain) go to AdamW, so they never silently pull the matrices with them.
+            matrices = [(p, n) for p, n in zip(s.params, s.param_names) if p.ndim == 2]
+            others = [(p, n) for p, n in zip(s.params, s.param_names) if p.ndim != 2]
+            if matrices:
+                muon_specs.append(replace(s, params=[p for p, _ in matrices], param_names=[n for _, n in matrices]))
+            if others:
+                adam_specs.append(replace(s, name=f"{s.name}.non_matrix", params=[p for p, _ in others],
+                                          param_names=[n for _, n in others]))
         muon = torch.optim.Muon(
             _torch_groups(muon_specs, optim_cfg.muon_lr, optim_cfg.weight_decay),
             lr=optim_cfg.muon_lr,
