@@ -288,6 +288,12 @@ def main(argv: list[str] | None = None) -> int:
         summary_dir = write_summary(open_study(cfg, specs), cfg, client, parent_run_id)
         client.set_terminated(parent_run_id, status=status)
         print(f"summary: {summary_dir / 'summary.md'}")
+        try:
+            from analysis.report import write_sweep_report
+
+            print(f"report: {write_sweep_report(parent_run_id, cfg.runs_dir)}")
+        except Exception as err:  # noqa: BLE001 - a report problem must not change the sweep's outcome
+            print(f"report not written: {err}", file=sys.stderr)
         print(f"browse: make mlflow-ui  (experiment '{cfg.experiment}', parent run {parent_run_id})")
     return 0 if status == "FINISHED" else 1
 

@@ -1,0 +1,366 @@
+"""Report figures (PNG, no pyplot state): each function draws only when its data exists, else returns None.
+
+Every figure says what it shows without the code: a title with the experiment, axis labels with units,
+a legend naming arms and how many seeds the mean and band cover.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from analysis.ablation import Ablation, run_value
+from analysis.curves import mean_band
+from analysis.load_runs import numeric
+
+DPI = 100
+TOKENS_LABEL = "tokens seen (training tokens)"
+
+
+def _figure(nrows: int = 1, ncols: int = 1, width: float = 7.0, height: float = 4.5):
+    fig = Figure(figsize=(width * ncols if ncols > 1 else width, height * nrows if nrows > 1 else height))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")  # keeps legends placed outside the axes
+    return path
+
+
+def _mean_and_range(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Column means and the [below, above] whisker lengths to min and max (never negative)."""
+    mean = np.nanmean(values, axis=0)
+    below = np.clip(mean - np.nanmin(values, axis=0), 0.0, None)
+    above = np.clip(np.nanmax(values, axis=0) - mean, 0.0, None)
+    return mean, np.vstack([below, above])
+
+
+def arm_colors(arms: list[str]) -> dict[str, str]:
+    return {arm: f"C{i % 10}" for i, arm in enumerate(arms)}
+
+
+def _groups(ab: Ablation) -> dict[str, list[str]]:
+    return {arm: list(ab.run_ids(arm).values()) for arm in ab.arms}
+
+
+def _label(ab: Ablation, arm: str) -> str:
+    n = len(ab.run_ids(arm))
+    tag = " [baseline]" if arm == ab.baseline and "baseline" not in arm else ""
+    return f"{arm}{tag}, {n} seed{'s' if n != 1 else ''}"
+
+
+def _draw_bands(ax, ab: Ablation, curves: pd.DataFrame, key: str, band: bool = True, marker: str | None = "o") -> bool:
+    colors = arm_colors(ab.arms)
+    table = mean_band(curves, key, _groups(ab))
+    for arm in ab.arms:
+        rows = table[table["group"] == arm].sort_values("tokens_seen")
+        if rows.empty:
+            continue
+        ax.plot(rows["tokens_seen"], rows["mean"], color=colors[arm], marker=marker, markersize=3,
+                label=_label(ab, arm))
+        if band and (rows["n"] > 1).any():
+            ax.fill_between(rows["tokens_seen"], rows["min"], rows["max"], color=colors[arm], alpha=0.2, linewidth=0)
+    return not table.empty
+
+
+# ---------------------------------------------------------------------------------------- losses
+
+
+def plot_loss_curves(ab: Ablation, path: Path) -> Path | None:
+    """Validation loss (mean, band = min-max over seeds) and training loss (mean) against tokens seen."""
+    if ab.curves.empty or not (ab.curves["key"] == "val/loss").any():
+        return None
+    has_train = (ab.curves["key"] == "train/loss").any()
+    fig, axes = _figure(1, 2 if has_train else 1, width=6.5)
+    ax = axes[0][0]
+    _draw_bands(ax, ab, ab.curves, "val/loss")
+    base = [v for v in _finals(ab, "val/loss", ab.baseline) if math.isfinite(v)]
+    if base:
+        ax.axhline(float(np.mean(base)), color="black", linestyle="--", linewidth=0.8,
+                   label=f"baseline final val/loss ({np.mean(base):.3f})")
+    ax.set_xlabel(TOKENS_LABEL)
+    ax.set_ylabel("validation loss (nats/token)")
+    ax.set_title(f"{ab.name}: validation loss vs tokens\n(line = mean over seeds, band = min-max)", fontsize=10)
+    ax.legend(fontsize=7)
+    if has_train:
+        ax = axes[0][1]
+        _draw_bands(ax, ab, ab.curves, "train/loss", band=False, marker=None)
+        ax.set_xlabel(TOKENS_LABEL)
+        ax.set_ylabel("training loss (nats/token)")
+        ax.set_title(f"{ab.name}: training loss vs tokens (mean over seeds)", fontsize=10)
+        ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def _finals(ab: Ablation, key: str, arm: str) -> list[float]:
+    col = f"metrics.{key}"
+    rows = ab.finished[ab.finished["arm"] == arm]
+    return [float(v) for v in rows[col]] if col in rows else []
+
+
+def plot_effects(table: pd.DataFrame, metric: str, path: Path, title: str) -> Path | None:
+    """Forest plot: per arm the paired mean difference with its 95% bootstrap CI and the noise floor."""
+    rows = table[table["metric"] == metric] if not table.empty else table
+    if rows.empty:
+        return None
+    fig, axes = _figure(1, 1, width=7.5, height=2.2 + 0.45 * len(rows))
+    ax = axes[0][0]
+    y = np.arange(len(rows))[::-1]
+    diff = rows["diff"].to_numpy(dtype=float)
+    err = np.vstack([diff - rows["ci_low"].to_numpy(dtype=float), rows["ci_high"].to_numpy(dtype=float) - diff])
+    ax.errorbar(diff, y, xerr=np.abs(err), fmt="o", color="C0", capsize=3)
+    sd = rows["noise_sd"].to_numpy(dtype=float)
+    legend = "dot = mean difference, bar = 95% paired-bootstrap CI"
+    if np.isfinite(sd).any():
+        floor = float(np.nanmax(sd))
+        ax.axvspan(-floor, floor, color="gray", alpha=0.2)
+        legend += f", grey = noise floor +/- {floor:.3g} (reference seed sd)"
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_yticks(y, [f"{a} - {r} (n={n})" for a, r, n in zip(rows["arm"], rows["reference"], rows["n"])], fontsize=8)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    better = rows["better"].iloc[0]
+    ax.set_xlabel(f"{metric}: arm - reference, paired by seed ({better} is better)")
+    ax.set_title(f"{title}\n({legend})", fontsize=9)
+    return _save(fig, path)
+
+
+# ---------------------------------------------------------------------------------------- generic trajectories
+
+
+def _aggregate(curves: pd.DataFrame, pattern: str, new_key: str) -> pd.DataFrame:
+    """Mean over every key matching `pattern`, per run and step (e.g. a statistic averaged over layers)."""
+    rows = curves[curves["key"].map(lambda k: fnmatch.fnmatchcase(k, pattern))]
+    if rows.empty:
+        return rows
+    agg = rows.groupby(["run_id", "step", "tokens_seen"], dropna=False)["value"].mean().reset_index()
+    agg["key"] = new_key
+    return agg
+
+
+def plot_trajectories(ab: Ablation, panels: dict[str, str], path: Path, title: str, ylabel: str,
+                      logy: bool = False) -> Path | None:
+    """One subplot per panel: `panels` maps a subplot title to a metric key or a pattern (mean over matches)."""
+    shown = {}
+    for name, pattern in panels.items():
+        frame = _aggregate(ab.curves, pattern, name) if any(ch in pattern for ch in "*?[") else \
+            ab.curves[ab.curves["key"] == pattern].assign(key=name)
+        if not frame.empty:
+            shown[name] = frame
+    if not shown:
+        return None
+    ncols = min(3, len(shown))
+    nrows = math.ceil(len(shown) / ncols)
+    fig, axes = _figure(nrows, ncols, width=5.0, height=3.8)
+    for ax, (name, frame) in zip(axes.flat, shown.items()):
+        _draw_bands(ax, ab, frame, name)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel(TOKENS_LABEL, fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        if logy:
+            ax.set_yscale("log")
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(shown):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{ab.name}: {title}\n(line = mean over seeds, band = min-max)", fontsize=10)
+    return _save(fig, path)
+
+
+def _keys(ab: Ablation, prefix: str) -> list[str]:
+    if ab.curves.empty:
+        return []
+    return sorted(k for k in ab.curves["key"].unique() if k.startswith(prefix))
+
+
+# ---------------------------------------------------------------------------------------- per technique
+
+
+def plot_gmcn(ab: Ablation, path: Path) -> Path | None:
+    """PC layer: GMCN (all / pc / no_pc matrices) over training, per arm."""
+    panels = {f"GMCN, {g} matrices": f"diag/gmcn/{g}" for g in ("all", "pc", "no_pc")
+              if f"diag/gmcn/{g}" in _keys(ab, "diag/gmcn/")}
+    return plot_trajectories(ab, panels, path, "geometric-mean modified condition number (sigma_1 / mean of "
+                             "the bottom 10% singular values)", "GMCN (ratio, log scale)", logy=True)
+
+
+def plot_gmcn_by_kind(ab: Ablation, path: Path) -> Path | None:
+    """PC layer: final GMCN per matrix kind (q, k, v, o, gate, up, down), per arm: the spectrum's spread."""
+    cols = sorted(c for c in ab.finished.columns if c.startswith("metrics.diag/gmcn/kind/"))
+    if not cols:
+        return None
+    kinds = [c.rsplit("/", 1)[-1] for c in cols]
+    fig, axes = _figure(1, 1, width=max(7.0, 1.1 * len(kinds) * max(1, len(ab.arms)) / 3))
+    ax = axes[0][0]
+    colors = arm_colors(ab.arms)
+    width = 0.8 / max(1, len(ab.arms))
+    x = np.arange(len(kinds))
+    for i, arm in enumerate(ab.arms):
+        rows = ab.finished[ab.finished["arm"] == arm]
+        if rows.empty:
+            continue
+        mean, whiskers = _mean_and_range(rows[cols].to_numpy(dtype=float))
+        ax.bar(x + i * width, mean, width, yerr=whiskers, capsize=2, color=colors[arm], label=_label(ab, arm))
+    ax.set_xticks(x + width * (len(ab.arms) - 1) / 2, kinds)
+    ax.set_yscale("log")
+    ax.set_xlabel("matrix kind (all layers pooled, geometric mean)")
+    ax.set_ylabel("final GMCN (ratio, log scale)")
+    ax.set_title(f"{ab.name}: final modified condition number by matrix kind\n(bar = mean over seeds, "
+                 "whisker = min-max)", fontsize=10)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_mols(ab: Ablation, path: Path) -> Path | None:
+    """MoLS: the estimated per-group gradient SNR and the learning-rate multiplier alpha, per arm."""
+    snr = sorted(c for c in ab.finished.columns if c.startswith("metrics.mols/snr/"))
+    alpha = sorted(c for c in ab.finished.columns if c.startswith("metrics.mols/alpha/"))
+    if not snr and not alpha:
+        return None
+    panels = [(cols, label, log) for cols, label, log in (
+        (snr, "gradient SNR per module group (log scale)", True),
+        (alpha, "learning-rate multiplier alpha = sqrt(S_base / S_m)", False),
+    ) if cols]
+    fig, axes = _figure(1, len(panels), width=6.0)
+    colors = arm_colors(ab.arms)
+    arms = [a for a in ab.arms if not ab.finished[ab.finished["arm"] == a][panels[0][0]].isna().all().all()]
+    for ax, (cols, label, log) in zip(axes[0], panels):
+        groups = [c.rsplit("/", 1)[-1] for c in cols]
+        x = np.arange(len(groups))
+        width = 0.8 / max(1, len(arms))
+        for i, arm in enumerate(arms):
+            mean, whiskers = _mean_and_range(ab.finished[ab.finished["arm"] == arm][cols].to_numpy(dtype=float))
+            ax.bar(x + i * width, mean, width, yerr=whiskers, capsize=2, color=colors[arm], label=_label(ab, arm))
+        ax.set_xticks(x + width * (len(arms) - 1) / 2, groups)
+        ax.set_xlabel("module group")
+        ax.set_ylabel(label, fontsize=8)
+        if log:
+            ax.set_yscale("log")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{ab.name}: MoLS estimates (bar = mean over seeds, whisker = min-max)", fontsize=10)
+    return _save(fig, path)
+
+
+def plot_mols_scales(ab: Ablation, path: Path) -> Path | None:
+    keys = _keys(ab, "mols/lr_scale/")
+    panels = {f"lr scale, {k.rsplit('/', 1)[-1]}": k for k in keys}
+    return plot_trajectories(ab, panels, path, "MoLS learning-rate multiplier applied per group",
+                             "lr multiplier (x base schedule)")
+
+
+_LAYER = re.compile(r"layers\.\d+\.")
+
+
+def plot_init_std(ab: Ablation, path: Path) -> Path | None:
+    """The measured std of every weight kind at step 0 (mean over layers and seeds), per arm."""
+    cols = sorted(c for c in ab.finished.columns if c.startswith("metrics.init/std/"))
+    if not cols:
+        return None
+    kinds: dict[str, list[str]] = {}
+    for c in cols:
+        kinds.setdefault(_LAYER.sub("", c[len("metrics.init/std/"):]).replace(".weight", ""), []).append(c)
+    names = list(kinds)
+    fig, axes = _figure(1, 1, width=max(7.0, 0.8 * len(names)))
+    ax = axes[0][0]
+    colors = arm_colors(ab.arms)
+    offset = 0.6 / max(1, len(ab.arms))
+    x = np.arange(len(names))
+    values = []
+    for i, arm in enumerate(ab.arms):
+        rows = ab.finished[ab.finished["arm"] == arm]
+        if rows.empty:
+            continue
+        mean = [float(np.nanmean(rows[kinds[n]].to_numpy(dtype=float))) for n in names]
+        values += mean
+        # Points, not bars: a bar's length means nothing on a log axis.
+        ax.plot(x - 0.3 + (i + 0.5) * offset, mean, "o", color=colors[arm], label=_label(ab, arm))
+    finite = [v for v in values if np.isfinite(v) and v > 0]
+    if finite and max(finite) / min(finite) > 10:
+        ax.set_yscale("log")
+        ax.set_ylabel("standard deviation at step 0 (log scale)")
+    else:
+        ax.set_ylabel("standard deviation at step 0")
+    ax.set_xticks(x, names, rotation=30, ha="right", fontsize=7)
+    ax.set_xlabel("weight matrix (mean over layers)")
+    ax.set_title(f"{ab.name}: initial weight std by matrix (mean over layers and seeds)", fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_condensation(ab: Ablation, path: Path) -> Path | None:
+    keys = _keys(ab, "diag/condensation/mean_abs_cos/mean/")
+    panels = {f"mean |cos| between rows, {k.rsplit('/', 1)[-1]}": k for k in keys}
+    return plot_trajectories(ab, panels, path, "condensation: mean |cosine| between weight rows (1 = condensed)",
+                             "mean |cos| (0-1)")
+
+
+def plot_stable_rank(ab: Ablation, path: Path) -> Path | None:
+    keys = _keys(ab, "diag/stable_rank/mean/")
+    panels = {f"stable rank, {k.rsplit('/', 1)[-1]}": k for k in keys}
+    return plot_trajectories(ab, panels, path, "stable rank ||W||_F^2 / ||W||_2^2 (mean over layers)", "stable rank")
+
+
+def plot_attention_sink(ab: Ablation, path: Path) -> Path | None:
+    panels = {name: key for name, key in (("attention to token 0, mean over heads and layers", "diag/attention_sink/mean"),
+                                          ("attention to token 0, most sink-like head", "diag/attention_sink/max_head"))
+              if key in _keys(ab, "diag/attention_sink/")}
+    return plot_trajectories(ab, panels, path, "attention sink (share of attention on the first token)",
+                             "attention probability on token 0")
+
+
+def plot_wisca(ab: Ablation, path: Path) -> Path | None:
+    """WISCA: L1 norm ratios and applied scales over training, averaged over layers."""
+    stats = sorted({k.rsplit("/", 1)[-1] for k in _keys(ab, "wisca/layer")})
+    panels = {f"{s} (mean over layers)": f"wisca/layer*/{s}" for s in stats}
+    if "wisca/transitions" in _keys(ab, "wisca/"):
+        panels["transitions applied (count)"] = "wisca/transitions"
+    return plot_trajectories(ab, panels, path, "WISCA norm ratios ||W_q||_1/||W_k||_1, ||W_v||_1/||W_o||_1 "
+                             "before each transition, and scales", "ratio / scale / count")
+
+
+def plot_vs_lambda(ab: Ablation, metrics: dict[str, str], path: Path) -> Path | None:
+    """Weight decay: final metrics against the pre-training weight decay, one line per regime.
+
+    `metrics` maps a panel title to a metric spec as `analysis.ablation.run_value` reads it (a key, a
+    pattern such as `diag/*pseudo_rank*`, or `finetune:<pattern>`)."""
+    col = "params.optim.weight_decay"
+    if col not in ab.finished or not metrics:
+        return None
+    frame = ab.finished.assign(wd=numeric(ab.finished[col]))
+    regime = frame.get("params.regime.name", pd.Series("-", index=frame.index)).astype(str)
+    tpp = frame.get("params.regime.tokens_per_param", pd.Series("", index=frame.index)).astype(str)
+    frame = frame.assign(regime=regime + np.where(tpp.isin(["", "None", "nan"]), "", " @" + tpp + " TPP"))
+    if frame["wd"].nunique() < 2:
+        return None
+    fig, axes = _figure(1, len(metrics), width=5.5)
+    for ax, (title, spec) in zip(axes[0], metrics.items()):
+        column = f"value:{spec}"
+        frame[column] = [run_value(ab, row, spec) for _, row in frame.iterrows()]
+        if not np.isfinite(frame[column].to_numpy(dtype=float)).any():
+            ax.set_visible(False)
+            continue
+        for i, (name, rows) in enumerate(frame.groupby("regime")):
+            agg = rows.groupby("wd")[column].agg(["mean", "min", "max", "count"]).reset_index().dropna(subset=["mean"])
+            if agg.empty:
+                continue
+            whiskers = np.clip(np.vstack([agg["mean"] - agg["min"], agg["max"] - agg["mean"]]), 0.0, None)
+            ax.errorbar(agg["wd"], agg["mean"], yerr=whiskers,
+                        marker="o", capsize=3, color=f"C{i}", label=f"{name} (n per point: {int(agg['count'].min())}+)")
+        ax.set_xscale("symlog", linthresh=0.01)
+        ax.set_xlabel("pre-training AdamW weight decay lambda (symlog)")
+        ax.set_ylabel(title, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{ab.name}: final metrics vs weight decay (point = mean over seeds, whisker = min-max)", fontsize=10)
+    return _save(fig, path)

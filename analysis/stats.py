@@ -1,0 +1,170 @@
+"""Paired-seed statistics for ablations: the difference arm - reference, seed by seed.
+
+Seeds pair runs: the same seed gives both arms the same data order and the same initial draw, so the
+per-seed differences remove most of the seed-to-seed noise. Everything here works on the vector of
+per-seed differences d_1..d_n:
+
+- `bootstrap_ci`: percentile bootstrap of mean(d), resampling seeds with replacement (fixed RNG seed,
+  so a report is reproducible). With n < 3 it is little more than [min d, max d]; the verdict rule
+  (analysis.claims) refuses to conclude from fewer than 3 seeds anyway.
+- `paired_t`: the paired t-test (scipy's one-sample t-test of d against 0) and its t-interval.
+- `sign_flip_p`: the sign-flip permutation test of mean(d) = 0: under the null every d_i is as likely
+  to be -d_i, so the p-value is the share of the 2^n sign patterns whose |mean| reaches the observed
+  one. Exact (all 2^n patterns) for n <= EXACT_MAX_SEEDS, Monte Carlo above. Its smallest possible
+  value is 2 / 2^n (0.25 with 3 seeds): a few seeds cannot make it small, which is the honest answer.
+- `noise_floor`: the seed-to-seed standard deviation of the reference arm and the smallest paired
+  difference n seeds could detect (see the function).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+EXACT_MAX_SEEDS = 16
+N_BOOT = 10_000
+LEVEL = 0.95
+POWER = 0.8
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Arm vs reference on one metric, paired by seed; differences are arm - reference."""
+
+    n: int
+    seeds: tuple[str, ...]
+    mean_arm: float
+    mean_ref: float
+    mean_diff: float
+    sd_diff: float
+    ci_low: float  # percentile bootstrap of the mean difference
+    ci_high: float
+    t_low: float  # t-interval of the mean difference
+    t_high: float
+    p_t: float  # paired t-test, two-sided
+    p_sign_flip: float  # sign-flip permutation test, two-sided
+    exact: bool  # whether p_sign_flip enumerated every sign pattern
+
+    @property
+    def relative_diff(self) -> float:
+        return self.mean_diff / abs(self.mean_ref) if self.mean_ref else float("nan")
+
+    def ci_excludes_zero(self) -> bool:
+        return bool(self.ci_low > 0 or self.ci_high < 0)
+
+
+def bootstrap_ci(diffs: np.ndarray, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of `diffs` (NaN if empty)."""
+    diffs = np.asarray(diffs, dtype=float)
+    n = diffs.size
+    if n == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = diffs[rng.integers(0, n, size=(n_boot, n))].mean(axis=1)
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def paired_t(diffs: np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
+    """(p-value, t-interval low, high) of mean(diffs) = 0; NaNs with fewer than 2 differences."""
+    diffs = np.asarray(diffs, dtype=float)
+    n = diffs.size
+    if n < 2:
+        return float("nan"), float("nan"), float("nan")
+    mean, sd = float(diffs.mean()), float(diffs.std(ddof=1))
+    if sd == 0.0:
+        # All differences equal: no spread to test against; zero difference is no evidence, any other is.
+        p = 1.0 if mean == 0.0 else 0.0
+        return p, mean, mean
+    p = float(scipy_stats.ttest_1samp(diffs, 0.0).pvalue)
+    half = float(scipy_stats.t.ppf(0.5 + level / 2.0, n - 1)) * sd / math.sqrt(n)
+    return p, mean - half, mean + half
+
+
+def sign_flip_p(diffs: np.ndarray, n_random: int = 100_000, seed: int = 0) -> tuple[float, bool]:
+    """(two-sided p-value, exact?) of the sign-flip permutation test of mean(diffs) = 0."""
+    diffs = np.asarray(diffs, dtype=float)
+    n = diffs.size
+    if n == 0:
+        return float("nan"), True
+    observed = abs(diffs.mean())
+    tolerance = 1e-12 * max(1.0, float(np.abs(diffs).max()))  # count float ties as reaching it
+    if n <= EXACT_MAX_SEEDS:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+        means = np.abs(signs @ diffs) / n
+        return float(np.mean(means >= observed - tolerance)), True
+    rng = np.random.default_rng(seed)
+    signs = rng.choice((1.0, -1.0), size=(n_random, n))
+    means = np.abs(signs @ diffs) / n
+    # +1 in both counts: the observed pattern is one of the permutations (a valid Monte Carlo p-value).
+    return float((np.sum(means >= observed - tolerance) + 1) / (n_random + 1)), False
+
+
+def compare_paired(arm: dict[str, float], ref: dict[str, float], seed: int = 0) -> PairedComparison:
+    """Arm vs reference, each a {seed: value} map; only seeds present (and finite) in both are paired."""
+    seeds = tuple(sorted(
+        (s for s in arm if s in ref and np.isfinite(arm[s]) and np.isfinite(ref[s])), key=_seed_order
+    ))
+    a = np.array([arm[s] for s in seeds], dtype=float)
+    r = np.array([ref[s] for s in seeds], dtype=float)
+    d = a - r
+    n = d.size
+    ci_low, ci_high = bootstrap_ci(d, seed=seed)
+    p_t, t_low, t_high = paired_t(d)
+    p_flip, exact = sign_flip_p(d, seed=seed)
+    nan = float("nan")
+    return PairedComparison(
+        n=n,
+        seeds=seeds,
+        mean_arm=float(a.mean()) if n else nan,
+        mean_ref=float(r.mean()) if n else nan,
+        mean_diff=float(d.mean()) if n else nan,
+        sd_diff=float(d.std(ddof=1)) if n > 1 else nan,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        t_low=t_low,
+        t_high=t_high,
+        p_t=p_t,
+        p_sign_flip=p_flip,
+        exact=exact,
+    )
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """Seed-to-seed noise of the reference arm on one metric."""
+
+    n: int
+    sd: float  # standard deviation across seeds (ddof=1)
+    min_detectable: float  # smallest paired mean difference n seeds detect (see noise_floor)
+
+
+def noise_floor(values: list[float] | np.ndarray, level: float = LEVEL, power: float = POWER) -> NoiseFloor:
+    """Std of the reference's values across seeds, and the smallest detectable difference.
+
+    The detectable difference is the usual paired-t power formula,
+        (t_{1-alpha/2, n-1} + t_{power, n-1}) x sd_d / sqrt(n),
+    with sd_d, the spread of per-seed differences, approximated by sqrt(2) x sd (two independent draws
+    of the same noise). Pairing usually makes sd_d smaller than that, so this is a conservative bound
+    measured from the baseline alone, before any arm is looked at.
+    """
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    n = values.size
+    if n < 2:
+        return NoiseFloor(n, float("nan"), float("nan"))
+    sd = float(values.std(ddof=1))
+    quantiles = scipy_stats.t.ppf(0.5 + level / 2.0, n - 1) + scipy_stats.t.ppf(power, n - 1)
+    return NoiseFloor(n, sd, float(quantiles * math.sqrt(2.0) * sd / math.sqrt(n)))
+
+
+def _seed_order(seed: str) -> tuple[int, float | str]:
+    try:
+        return 0, float(seed)
+    except ValueError:
+        return 1, seed
