@@ -72,7 +72,7 @@ def resolve_resume(cfg: DictConfig, client: MlflowClient, cli_overrides: list[st
     current = OmegaConf.to_container(cfg, resolve=True)
     for override in cli_overrides or []:
         key = override.lstrip("+~").split("=", 1)[0]
-        if key in RESUMABLE_OVERRIDES or key.startswith("hydra"):
+        if key in RESUMABLE_OVERRIDES or key.split(".")[0] in ("hydra", "eval"):
             continue
         if OmegaConf.select(stored, key) != OmegaConf.select(OmegaConf.create(current), key):
             raise ConfigError(
@@ -82,4 +82,5 @@ def resolve_resume(cfg: DictConfig, client: MlflowClient, cli_overrides: list[st
     for key in RESUMABLE_OVERRIDES:
         value = OmegaConf.select(cfg, key)
         OmegaConf.update(stored, key, value)
+    stored.eval = cfg.eval  # what to evaluate at the end may change; what was trained may not
     return ResumeTarget(checkpoint=checkpoint, run_id=record["mlflow_run_id"], config=stored)

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import tempfile
@@ -30,6 +31,7 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.config.schema import register_schema
 from lit_modules.config.validate import validate
 from lit_modules.data import DataError
+from lit_modules.evaluation.errors import EvalError
 from lit_modules.resume import CHECKPOINT_DIR_TAG, CONFIG_SIDECAR, find_checkpoint, load_weights, resolve_resume
 from lit_modules.tracking import repro
 from lit_modules.tracking.lightning_logger import MlflowRunLogger
@@ -37,7 +39,7 @@ from lit_modules.tracking.run_lifecycle import flatten, open_run, reopen_run, ru
 from lit_modules.tracking.store import get_or_create_experiment, tracking_uri
 
 # Run-management fields: they change how a run is driven, not what it computes.
-NOT_IDENTITY = ("dry_run", "resume", "logger", "runs_dir", "parent_run_id", "tags", "diagnostics")
+NOT_IDENTITY = ("dry_run", "resume", "logger", "runs_dir", "parent_run_id", "tags", "diagnostics", "eval")
 NOT_IDENTITY_TRAINER = ("stop_after_steps", "num_threads", "checkpoint_every_n_steps")
 
 
@@ -153,6 +155,8 @@ def run(
         ckpt = str(resume_target.checkpoint) if resume_target else None
         trainer.fit(module, datamodule=data.datamodule, ckpt_path=ckpt, weights_only=True if ckpt else None)
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+        if not _paused(cfg, budget):
+            metrics.update(_evaluate(cfg, module, techniques, data, client, run_id, budget.steps))
     status = "KILLED" if _paused(cfg, budget) else "FINISHED"
     return RunResult(run_id, status, metrics, budget, config_hash)
 
@@ -175,6 +179,23 @@ def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniq
     params = flatten(resolved)
     params.update({f"budget.{k}": str(v) for k, v in budget.as_dict().items()})
     return open_run(client, experiment_id, cfg.logger.run_name, tags, params, cfg.parent_run_id)
+
+
+def _evaluate(cfg: DictConfig, module, techniques, data, client: MlflowClient, run_id: str, step: int) -> dict:
+    """lm-eval on the model as it would be deployed (techniques' inference forms, e.g. merged PC weights)."""
+    eval_cfg = OmegaConf.to_object(cfg.eval)
+    if not (eval_cfg.tasks or eval_cfg.probe):
+        return {}
+    from lit_modules.evaluation import evaluate_run, log_outcome
+
+    model = copy.deepcopy(module.model)  # inference transforms may rewrite weights in place
+    for technique in techniques:
+        model = technique.prepare_for_inference(model)
+    with tempfile.TemporaryDirectory() as tmp:
+        outcome = evaluate_run(model.eval(), data.tokenizer, data.corpus, eval_cfg, Path(tmp),
+                               train_seq_len=cfg.data.seq_len, heldout_tokens=data.shards.heldout_tokens())
+        log_outcome(client, run_id, outcome, step=max(step - 1, 0))
+    return dict(outcome.metrics)
 
 
 def _finished_twin(client: MlflowClient, parent_run_id: str, config_hash: str):
@@ -233,7 +254,7 @@ def _in_multirun() -> bool:
 def _hydra_main(cfg: DictConfig) -> float | None:
     try:
         result = run(cfg, cli_overrides=_cli_overrides())
-    except (ConfigError, DataError) as err:
+    except (ConfigError, DataError, EvalError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     except Exception as err:  # noqa: BLE001

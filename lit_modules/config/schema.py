@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 
 from lit_modules.data.config import DataConfig, TokenizerConfig
+from lit_modules.evaluation.config import EvalConfig
 from lit_modules.model.config import LlamaConfig
 from lit_modules.model.init import InitConfig
 
@@ -104,6 +105,7 @@ class Config:
     # Technique plug-ins: name -> node with a `_target_`; validated by instantiating them.
     techniques: Dict[str, Any] = field(default_factory=dict)
     diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     ablation: AblationConfig = field(default_factory=AblationConfig)
     seed: int = 0
     dry_run: bool = False

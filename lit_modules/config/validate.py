@@ -127,6 +127,7 @@ def validate(cfg: DictConfig) -> DictConfig:
     problems: list[str] = []
     for group in ("data", "tokenizer", "init"):
         problems += OmegaConf.to_object(cfg[group]).problems()
+    problems += OmegaConf.to_object(cfg.eval).problems(cfg.data.name)
     if not problems and cfg.model.vocab_size == 0:
         try:
             cfg.model.vocab_size = static_vocab_size(OmegaConf.to_object(cfg.tokenizer))

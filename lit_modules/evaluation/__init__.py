@@ -36,4 +36,19 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["EvalConfig", "EvalError", *_LAZY]
+__all__ = [  # noqa: RUF022 - grouped as above
+    "EvalConfig",
+    "EvalError",
+    "EvalOutcome",
+    "evaluate_run",
+    "LiveLM",
+    "compute_token_logprobs",
+    "run_probes",
+    "ProbeResult",
+    "prepare_local_tasks",
+    "log_outcome",
+    "evaluate_finished_run",
+    "load_run",
+    "bench_adapter",
+    "hub_unreachable_sentence",
+]

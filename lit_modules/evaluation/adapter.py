@@ -14,6 +14,7 @@ Scoring rules (they change scores, so they are explicit and logged with the resu
   document longer than that is scored in windows that predict every token exactly once.
 - Requests become windows, sorted by length (longest first) and batched `batch_size` at a time with right
   padding, which a causal model never attends to.
+The model is moved to `device` and put in eval mode while scoring (its train/eval mode is restored after).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def model_max_seq_len(model: nn.Module) -> int:
         value = getattr(owner, "max_seq_len", None)
         if isinstance(value, int) and value > 0:
             return value
-    raise ValueError("the model has no max_seq_len (cfg.max_seq_len or max_seq_len); pass max_seq_len= explicitly")
+    raise ValueError(
+        "the model has no max_seq_len (cfg.max_seq_len or max_seq_len); pass max_seq_len= explicitly"
+    )
 
 
 def _logits(output: Any) -> torch.Tensor:
@@ -76,7 +79,6 @@ class LiveLM(LM):
         self._device = resolve_device(device)
         self.precision = precision
         self.max_gen_toks = int(max_gen_toks)
-        self.windows_scored = 0  # forward rows, for throughput accounting
 
     # ---- settings logged with every result ------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
@@ -107,8 +109,10 @@ class LiveLM(LM):
     def encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
         """(conditioning tokens incl. any start token, continuation tokens)."""
         stripped = context.rstrip()
-        continuation = context[len(stripped):] + continuation
-        return self._start(self.tokenizer.encode(stripped) if stripped else []), self.tokenizer.encode(continuation)
+        continuation = context[len(stripped) :] + continuation
+        return self._start(self.tokenizer.encode(stripped) if stripped else []), self.tokenizer.encode(
+            continuation
+        )
 
     # ---- the forward pass -----------------------------------------------------------------------------
     def _autocast(self):
@@ -123,7 +127,6 @@ class LiveLM(LM):
             ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
         with self._autocast():
             logits = _logits(self.model(ids.to(self._device)))
-        self.windows_scored += len(batch)
         return logits.float()
 
     @contextlib.contextmanager
@@ -154,11 +157,15 @@ class LiveLM(LM):
                     results[i] = (float(picked.double().sum()), greedy)
         return results
 
-    def score_token_requests(self, requests: Sequence[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
+    def score_token_requests(
+        self, requests: Sequence[tuple[list[int], list[int]]]
+    ) -> list[tuple[float, bool]]:
         """(log p(continuation | prefix), greedy?) for token-level (prefix, continuation) pairs."""
         windows: list[Window] = []
         for index, (prefix, continuation) in enumerate(requests):
-            windows += scoring_windows(index, list(prefix) + list(continuation), len(prefix), self.max_seq_len)
+            windows += scoring_windows(
+                index, list(prefix) + list(continuation), len(prefix), self.max_seq_len
+            )
         totals = [[0.0, True] for _ in requests]
         for window, (logprob, greedy) in zip(windows, self.score_windows(windows)):
             totals[window.request][0] += logprob
@@ -176,7 +183,7 @@ class LiveLM(LM):
         return [logprob for logprob, _ in self.score_token_requests(pairs)]
 
     def generate_until(self, requests: Iterable, disable_tqdm: bool = False) -> list[str]:
-        """Greedy decoding, batched, stopping at any `until` string, at EOS, or after `max_gen_toks` tokens."""
+        """Greedy decoding, batched; stops at any `until` string, at EOS, or after `max_gen_toks` tokens."""
         requests = list(requests)
         jobs = []
         for request in requests:

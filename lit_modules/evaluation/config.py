@@ -28,6 +28,10 @@ class EvalConfig:
     bos_token: str = "eos"  # eos | bos
     limit: Optional[int] = None  # score only the first N items of each task (quick checks)
     num_fewshot: int = 0
+    # Tokens of context the model sees (longer contexts are left-truncated). None: the length it was trained
+    # on when the caller knows it (data.seq_len), else its max_seq_len. RoPE positions beyond the training
+    # length are untrained, so scoring there makes a model look worse than it is.
+    context_len: Optional[int] = None
     max_gen_toks: int = 256  # generate_until default when a task does not set its own
     device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
     precision: str = "32-true"  # 32-true | bf16-mixed (autocast on GPU)
@@ -46,7 +50,7 @@ class EvalConfig:
     hub_timeout_s: float = 3.0  # reachability probe before standard tasks
 
     def problems(self, corpus_name: Optional[str] = None, check_hub: bool = True) -> list[str]:
-        """One sentence per impossible setting; `check_hub` also probes the Hub when standard tasks are listed."""
+        """One sentence per impossible setting; `check_hub` also probes the Hub if standard tasks are set."""
         found = []
         if self.batch_size < 1:
             found.append(f"eval.batch_size is {self.batch_size} but must be at least 1.")
@@ -56,6 +60,8 @@ class EvalConfig:
             found.append(f"eval.limit is {self.limit} but must be at least 1 (or null for all items).")
         if self.num_fewshot < 0:
             found.append(f"eval.num_fewshot is {self.num_fewshot} but must be >= 0.")
+        if self.context_len is not None and self.context_len < 2:
+            found.append(f"eval.context_len is {self.context_len} but must be at least 2 (or null).")
         if self.max_gen_toks < 1:
             found.append(f"eval.max_gen_toks is {self.max_gen_toks} but must be at least 1.")
         if not (self.device in ("auto", "cpu", "cuda", "mps") or self.device.startswith("cuda:")):
@@ -67,15 +73,21 @@ class EvalConfig:
         if not 10 <= self.local_items <= 100_000:
             found.append(f"eval.local_items is {self.local_items} but must lie between 10 and 100000.")
         if self.token_logprobs_windows < 1:
-            found.append(f"eval.token_logprobs_windows is {self.token_logprobs_windows} but must be at least 1.")
+            found.append(
+                f"eval.token_logprobs_windows is {self.token_logprobs_windows} but must be at least 1."
+            )
         if self.token_logprobs_seq_len < 2:
-            found.append(f"eval.token_logprobs_seq_len is {self.token_logprobs_seq_len} but must be at least 2.")
+            found.append(
+                f"eval.token_logprobs_seq_len is {self.token_logprobs_seq_len} but must be at least 2."
+            )
         if self.probe_labels not in PROBE_LABELS:
             found.append(
                 f"eval.probe_labels is {self.probe_labels!r} but must be one of {', '.join(PROBE_LABELS)}."
             )
         if self.probe_passages < 20:
             found.append(f"eval.probe_passages is {self.probe_passages} but must be at least 20.")
+        if self.hub_timeout_s <= 0:
+            found.append(f"eval.hub_timeout_s is {self.hub_timeout_s} but must be positive.")
         for name in self.tasks:
             if name != LOCAL_ALIAS and is_local_task(name):
                 problem = local_task_problem(name)
@@ -98,6 +110,12 @@ class EvalConfig:
         if cfg is None:
             return cls()
         from omegaconf import OmegaConf
+        from omegaconf.errors import OmegaConfBaseException
 
-        merged = OmegaConf.merge(OmegaConf.structured(cls), cfg)
+        from .errors import EvalError
+
+        try:
+            merged = OmegaConf.merge(OmegaConf.structured(cls), cfg)
+        except OmegaConfBaseException as err:
+            raise EvalError(f"Bad eval setting: {str(err).splitlines()[0]}") from None
         return OmegaConf.to_object(merged)

@@ -25,7 +25,7 @@ from torch import nn
 from lit_modules.data.corpus import Corpus
 from lit_modules.data.documents import iter_documents
 
-from .adapter import LiveLM
+from .adapter import LiveLM, model_max_seq_len
 from .config import EvalConfig
 from .errors import EvalError
 from .task_names import parse_local_task, split_tasks
@@ -43,14 +43,22 @@ class EvalOutcome:
     settings: dict[str, Any] = field(default_factory=dict)  # what the scores depend on (logged as tags)
 
 
-def build_adapter(model: nn.Module, tokenizer, cfg: EvalConfig, max_seq_len: Optional[int] = None) -> LiveLM:
+def context_length(model: nn.Module, cfg: EvalConfig, train_seq_len: Optional[int] = None) -> int:
+    """eval.context_len, else the training length, else the model's max_seq_len; never above the latter."""
+    limit = model_max_seq_len(model)
+    return min(limit, cfg.context_len or train_seq_len or limit)
+
+
+def build_adapter(
+    model: nn.Module, tokenizer, cfg: EvalConfig, train_seq_len: Optional[int] = None
+) -> LiveLM:
     return LiveLM(
         model,
         tokenizer,
         batch_size=cfg.batch_size,
         add_bos=cfg.add_bos,
         bos_token=cfg.bos_token,
-        max_seq_len=max_seq_len,
+        max_seq_len=context_length(model, cfg, train_seq_len),
         device=cfg.device,
         precision=cfg.precision,
         max_gen_toks=cfg.max_gen_toks,
@@ -63,11 +71,13 @@ def evaluate_run(
     corpus: Corpus,
     cfg: EvalConfig | Any,
     out_dir: Path,
+    train_seq_len: Optional[int] = None,
     heldout_tokens: Optional[np.ndarray] = None,
 ) -> EvalOutcome:
     """Run what `cfg` asks for; nothing when it lists no tasks and no probe.
 
-    `heldout_tokens` (the held-out token shard) is read from the corpus' shards when not given.
+    `train_seq_len` (data.seq_len) bounds the context unless eval.context_len is set; `heldout_tokens`
+    (the held-out token shard) is read from the corpus' shards when not given.
     Raises EvalError (one sentence) for impossible settings, an unreachable Hub, or unusable text.
     """
     cfg = EvalConfig.from_any(cfg)
@@ -79,14 +89,21 @@ def evaluate_run(
         return EvalOutcome({}, [], out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    lm = build_adapter(model, tokenizer, cfg)
-    settings = {**lm.settings(), "lm_eval_version": _lm_eval_version(), "num_fewshot": cfg.num_fewshot,
-                "limit": cfg.limit, "seed": cfg.seed}
+    lm = build_adapter(model, tokenizer, cfg, train_seq_len)
+    settings = {
+        **lm.settings(),
+        "lm_eval_version": _lm_eval_version(),
+        "num_fewshot": cfg.num_fewshot,
+        "limit": cfg.limit,
+        "seed": cfg.seed,
+    }
     metrics: dict[str, float] = {}
     artifacts: list[Path] = []
 
     if cfg.tasks and cfg.save_token_logprobs:  # first, so its settings reach the results file
-        artifacts.append(_token_logprobs(model, tokenizer, corpus, cfg, lm, out_dir, heldout_tokens, settings))
+        artifacts.append(
+            _token_logprobs(model, tokenizer, corpus, cfg, lm, out_dir, heldout_tokens, settings)
+        )
     local, standard = split_tasks(list(cfg.tasks), corpus.name)
     if local or standard:
         task_metrics, task_artifacts = _run_tasks(lm, local, standard, corpus, cfg, out_dir, settings)
@@ -132,7 +149,10 @@ def corpus_for_task(task: str, corpus: Corpus) -> Corpus:
 
     path = Path(__file__).resolve().parents[2] / "conf" / "data" / f"{name}.yaml"
     if not path.is_file():
-        raise EvalError(f"Local task {task} names the corpus {name!r}, which is neither this run's corpus nor in conf/data.")
+        raise EvalError(
+            f"Local task {task} names the corpus {name!r}, "
+            "which is neither this run's corpus nor in conf/data."
+        )
     data_cfg = OmegaConf.merge(OmegaConf.structured(DataConfig), OmegaConf.load(path))
     data_cfg.cache_dir = str(corpus.cache_dir)
     return prepare_corpus(OmegaConf.to_object(data_cfg))
@@ -160,7 +180,7 @@ def _run_tasks(lm, local, standard, corpus, cfg, out_dir, settings) -> tuple[dic
             model=lm,
             tasks=local + standard,
             task_manager=manager,
-            num_fewshot=cfg.num_fewshot,
+            num_fewshot=cfg.num_fewshot,  # explicit, so a task's own few-shot default never applies
             limit=cfg.limit,
             bootstrap_iters=cfg.bootstrap_iters,
             log_samples=True,

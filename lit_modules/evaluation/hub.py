@@ -33,7 +33,10 @@ def offline_variable() -> Optional[str]:
 def hub_reachable(timeout_s: float = 3.0) -> bool:
     """A TCP connection to the Hub endpoint within `timeout_s` (DNS included, hence the thread)."""
     endpoint = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (443 if endpoint.scheme != "http" else 80)
+    host, port = (
+        endpoint.hostname or "huggingface.co",
+        endpoint.port or (443 if endpoint.scheme != "http" else 80),
+    )
     outcome: list[bool] = []
 
     def connect() -> None:

@@ -63,14 +63,18 @@ def build_cloze(
         for span in final_word_spans(text):
             if span.start >= min_context_chars:
                 candidates.append((doc_index, span.start, text[span.start : span.end]))
-    pools = {upper: [word for _, _, word in candidates if word[0].isupper() == upper] for upper in (True, False)}
+    pools = {
+        upper: [word for _, _, word in candidates if word[0].isupper() == upper] for upper in (True, False)
+    }
     items = []
     for doc_index, offset, word in _pick(candidates, n_items, rng):
         choices, label = _choices(word, pools[word[0].isupper()], n_choices, rng)
         if len(choices) < 2:
             continue
         context = context_before(documents[doc_index], offset, context_chars)
-        items.append({"context": context, "choices": choices, "label": label, "doc": doc_index, "offset": offset})
+        items.append(
+            {"context": context, "choices": choices, "label": label, "doc": doc_index, "offset": offset}
+        )
     return items
 
 
@@ -100,7 +104,9 @@ def build_nextsent(
         if len(choices) < 2:
             continue
         context = context_before(documents[doc_index], offset, context_chars)
-        items.append({"context": context, "choices": choices, "label": label, "doc": doc_index, "offset": offset})
+        items.append(
+            {"context": context, "choices": choices, "label": label, "doc": doc_index, "offset": offset}
+        )
     return items
 
 
@@ -112,7 +118,9 @@ def build_ppl(
     for doc_index, text in enumerate(documents):
         for span in passage_spans(text, passage_chars):
             if min_chars <= span.end - span.start <= 2 * passage_chars:
-                candidates.append({"text": text[span.start : span.end], "doc": doc_index, "offset": span.start})
+                candidates.append(
+                    {"text": text[span.start : span.end], "doc": doc_index, "offset": span.start}
+                )
     return _pick(candidates, n_items, rng)
 
 

@@ -48,7 +48,7 @@ def context_before(text: str, position: int, max_chars: int) -> str:
 
 
 def passage_spans(text: str, max_chars: int) -> list[Span]:
-    """Consecutive paragraphs grouped into spans of at most about `max_chars` (a longer paragraph stays whole).
+    """Consecutive paragraphs grouped into spans of at most about `max_chars` (longer paragraphs stay whole).
 
     Spans index the original text, so a passage keeps its exact whitespace.
     """

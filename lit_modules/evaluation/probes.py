@@ -66,7 +66,9 @@ def document_passages(
     for index, text in enumerate(documents):
         ids = tokenizer.encode(text)
         title = text.strip().split("\n", 1)[0][:40]
-        by_class[f"{index}:{title}"] = [ids[s : s + seq_len] for s in range(0, len(ids) - seq_len + 1, seq_len)]
+        by_class[f"{index}:{title}"] = [
+            ids[s : s + seq_len] for s in range(0, len(ids) - seq_len + 1, seq_len)
+        ]
     return _balanced(by_class, max_passages, min_per_class, seed)
 
 
@@ -85,7 +87,12 @@ def speaker_passages(
             ids = tokenizer.encode(match.group(2))[:seq_len]
             if len(ids) >= min_tokens:
                 speeches.setdefault(match.group(1), []).append(ids)
-    top = [name for name, _ in sorted(Counter({k: len(v) for k, v in speeches.items()}).items(), key=lambda kv: (-kv[1], kv[0]))]
+    top = [
+        name
+        for name, _ in sorted(
+            Counter({k: len(v) for k, v in speeches.items()}).items(), key=lambda kv: (-kv[1], kv[0])
+        )
+    ]
     return _balanced({name: speeches[name] for name in top[:n_speakers]}, max_passages, 10, seed)
 
 
@@ -111,7 +118,8 @@ def pooled_hidden_states(
                 _, hidden = model(ids.to(device_), return_hidden=True)
             except TypeError:
                 raise EvalError(
-                    "Probes need a model whose forward accepts return_hidden=True; set eval.probe=false for this model."
+                    "Probes need a model whose forward accepts return_hidden=True; "
+                    "set eval.probe=false for this model."
                 ) from None
             mask = mask.to(device_)
             for layer, states in enumerate(hidden):
@@ -124,7 +132,9 @@ def pooled_hidden_states(
     return [np.concatenate(chunks) for chunks in per_layer]
 
 
-def fit_probes(features: list[np.ndarray], labels: list[str], seed: int, test_fraction: float = 0.3) -> ProbeResult:
+def fit_probes(
+    features: list[np.ndarray], labels: list[str], seed: int, test_fraction: float = 0.3
+) -> ProbeResult:
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import train_test_split
     from sklearn.pipeline import make_pipeline

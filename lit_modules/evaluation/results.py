@@ -7,9 +7,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-# Per-sample fields that are lm-eval bookkeeping rather than outcomes.
-_SAMPLE_SKIP = {"doc", "arguments", "resps", "filtered_resps", "filter", "metrics", "target"}
-
 
 def flat_metrics(results: dict, prefix: str = "eval") -> dict[str, float]:
     """`eval/<task>/<metric>` for every numeric metric; lm-eval's default filter suffix ",none" is dropped
@@ -54,7 +51,10 @@ def sample_record(sample: dict, output_type: str) -> dict:
     elif output_type == "loglikelihood":
         record["loglikelihood"], record["is_greedy"] = float(responses[0][0]), bool(responses[0][1])
     elif output_type == "loglikelihood_rolling":
-        record["loglikelihood"] = float(responses[0][0] if isinstance(responses[0], (list, tuple)) else responses[0])
+        record.pop("target")  # the whole passage: the doc id and hashes identify it
+        record["loglikelihood"] = float(
+            responses[0][0] if isinstance(responses[0], (list, tuple)) else responses[0]
+        )
     else:
         record["response"] = _plain(responses[0] if responses else None)
     for metric in sample.get("metrics", []):

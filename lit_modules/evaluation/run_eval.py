@@ -46,7 +46,9 @@ def open_client(runs_dir: str = "runs", tracking_uri: Optional[str] = None):
     if not uri:
         db = Path(runs_dir).resolve() / "mlflow.db"
         if not db.is_file():
-            raise EvalError(f"There is no MLflow store at {db}; pass runs_dir=<the folder the run was trained in>.")
+            raise EvalError(
+                f"There is no MLflow store at {db}; pass runs_dir=<the folder the run was trained in>."
+            )
         uri = f"sqlite:///{db}"
     return MlflowClient(uri)
 
@@ -69,7 +71,10 @@ def load_run(client, run_id: str) -> LoadedRun:
     checkpoint = Path(directory or "") / "last.ckpt"
     sidecar = Path(directory or "") / CONFIG_SIDECAR
     if not directory or not checkpoint.is_file() or not sidecar.is_file():
-        raise EvalError(f"MLflow run {run_id} has no checkpoint to evaluate (looked for last.ckpt and {CONFIG_SIDECAR} in {directory}).")
+        raise EvalError(
+            f"MLflow run {run_id} has no checkpoint to evaluate "
+            f"(looked for last.ckpt and {CONFIG_SIDECAR} in {directory})."
+        )
     recorded = dict(json.loads(sidecar.read_text())["config"])
     eval_node = recorded.get("eval")
     if "eval" not in {f.name for f in dataclasses.fields(Config)}:
@@ -78,7 +83,7 @@ def load_run(client, run_id: str) -> LoadedRun:
     techniques = build_techniques(cfg)
     model, _ = build_model(cfg, techniques)
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    weights = {k[len("model."):]: v for k, v in state["state_dict"].items() if k.startswith("model.")}
+    weights = {k[len("model.") :]: v for k, v in state["state_dict"].items() if k.startswith("model.")}
     model.load_state_dict(weights)
     for technique in techniques:
         prepare = getattr(technique, "prepare_for_inference", None)
@@ -104,7 +109,10 @@ def parse_args(argv: list[str]) -> tuple[dict[str, str], dict[str, Any]]:
         elif key in field_names:
             overrides[key] = value
         else:
-            raise EvalError(f"Unknown argument {key!r}; use run=, runs_dir=, tracking_uri= or an eval setting ({', '.join(sorted(field_names))}).")
+            raise EvalError(
+                f"Unknown argument {key!r}; use run=, runs_dir=, tracking_uri= "
+                f"or an eval setting ({', '.join(sorted(field_names))})."
+            )
     if not run_keys.get("run"):
         raise EvalError("Say which run to evaluate: run=<MLflow run id>.")
     return run_keys, overrides
@@ -125,9 +133,12 @@ def eval_config_for(recorded: Optional[dict], overrides: dict[str, Any]) -> Eval
 
 
 def evaluate_finished_run(
-    run_id: str, overrides: Optional[dict[str, Any]] = None, runs_dir: str = "runs", tracking_uri: Optional[str] = None
+    run_id: str,
+    overrides: Optional[dict[str, Any]] = None,
+    runs_dir: str = "runs",
+    tracking_uri: Optional[str] = None,
 ):
-    """Load, evaluate and log into the same run; returns the EvalOutcome (from Python: the same as the CLI)."""
+    """Load, evaluate and log into the same run; returns the EvalOutcome (the CLI, callable from Python)."""
     from .evaluate import evaluate_run
     from .tracking import ARTIFACT_PATH, log_outcome
 
@@ -138,7 +149,14 @@ def evaluate_finished_run(
     if problems:
         raise EvalError(problems[0])
     with tempfile.TemporaryDirectory(prefix="eval-") as tmp:
-        outcome = evaluate_run(loaded.model, loaded.tokenizer, loaded.corpus, cfg, Path(tmp))
+        outcome = evaluate_run(
+            loaded.model,
+            loaded.tokenizer,
+            loaded.corpus,
+            cfg,
+            Path(tmp),
+            train_seq_len=loaded.config.data.seq_len,
+        )
         log_outcome(client, run_id, outcome, step=loaded.step)
         # The files now live in the run's artifacts; report them by their path there.
         outcome.artifacts = [Path(ARTIFACT_PATH) / p.relative_to(tmp) for p in outcome.artifacts]

@@ -72,7 +72,9 @@ def _read_manifest(folder: Path) -> dict | None:
         return None
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
-        intact = all(sha256_file(folder / entry["data"]) == entry["sha256"] for entry in manifest["tasks"].values())
+        intact = all(
+            sha256_file(folder / entry["data"]) == entry["sha256"] for entry in manifest["tasks"].values()
+        )
     except (ValueError, KeyError, TypeError, OSError):
         intact = False
     if not intact:
@@ -106,7 +108,9 @@ def _build(corpus: Corpus, folder: Path, n_items: int, seed: int) -> dict:
             **TASK_SHAPES[kind],
             "metadata": {"version": BUILDER_VERSION, "corpus_fingerprint": corpus.fingerprint, "seed": seed},
         }
-        atomic_write_text(task_dir / f"{name}.yaml", yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+        atomic_write_text(
+            task_dir / f"{name}.yaml", yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
+        )
         tasks[name] = {
             "kind": kind,
             "items": len(items),

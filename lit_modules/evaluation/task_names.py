@@ -28,7 +28,7 @@ def parse_local_task(name: str) -> Optional[tuple[str, str]]:
     """`local_cloze_python_docs` -> ("cloze", "python_docs"); None when the name is not a local task."""
     if not name.startswith(LOCAL_PREFIX):
         return None
-    kind, _, corpus_name = name[len(LOCAL_PREFIX):].partition("_")
+    kind, _, corpus_name = name[len(LOCAL_PREFIX) :].partition("_")
     if kind not in LOCAL_KINDS or not corpus_name:
         return None
     return kind, corpus_name

@@ -14,7 +14,17 @@ _BATCH = 1000  # MLflow's cap on metrics per log_batch call
 
 
 def outcome_tags(outcome: EvalOutcome) -> dict[str, str]:
-    keys = ("batch_size", "add_bos", "bos_token", "max_seq_len", "precision", "lm_eval_version", "num_fewshot", "limit")
+    keys = (
+        "batch_size",
+        "add_bos",
+        "bos_token",
+        "max_seq_len",
+        "precision",
+        "lm_eval_version",
+        "num_fewshot",
+        "limit",
+    )
+    # max_seq_len here is the context the adapter used (eval.context_len or the training length)
     return {f"eval.{k}": str(outcome.settings[k]) for k in keys if k in outcome.settings}
 
 

@@ -31,5 +31,5 @@ def scoring_windows(request: int, tokens: Sequence[int], n_prefix: int, max_len:
     for chunk_start in range(n_prefix, len(tokens), max_len):
         chunk_end = min(chunk_start + max_len, len(tokens))
         input_start = max(0, chunk_end - 1 - max_len)
-        windows.append(Window(request, tokens[input_start:chunk_end - 1], tokens[chunk_start:chunk_end]))
+        windows.append(Window(request, tokens[input_start : chunk_end - 1], tokens[chunk_start:chunk_end]))
     return windows
