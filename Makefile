@@ -22,7 +22,7 @@ EXP ?=
 LAUNCHER ?=
 TASKS ?=
 
-.PHONY: help setup train sweep ablate report eval test test-slow bench mlflow-ui dry-run clean-runs
+.PHONY: help setup train sweep ablate report eval finetune plasticity test test-slow bench mlflow-ui dry-run clean-runs
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -58,6 +58,12 @@ report: setup ## tables, plots and verdicts: make report EXP=<preset or parent r
 
 eval: setup ## zero-shot lm-eval on a finished run: make eval RUN=<run id> [TASKS=a,b]
 	$(PY) -m lit_modules.evaluation.run_eval run=$(RUN) $(if $(TASKS),tasks=$(TASKS)) $(ARGS)
+
+finetune: setup ## fine-tune a finished run with the fixed recipe: make finetune RUN=<run id>
+	$(PY) -m lit_modules.finetune base_run=$(RUN) $(ARGS)
+
+plasticity: setup ## weight decay x TPP grid, fine-tune every base, plasticity table
+	$(PY) -m sweeps.plasticity $(ARGS)
 
 test: setup ## the test suite (offline, ~10 min on 2 cores)
 	$(PY) -m pytest -q

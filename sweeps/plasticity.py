@@ -23,13 +23,15 @@ train/loss values (one micro-batch each; diagnostics only see held-out data, so 
 from __future__ import annotations
 
 import math
+import re
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from mlflow.entities import Run
+from mlflow.entities import Metric, Run
 from mlflow.tracking import MlflowClient
 
 from lit_modules.config.errors import ConfigError
@@ -40,10 +42,11 @@ from lit_modules.finetune import (
     BEFORE,
     DEFAULT_RECIPE,
     PLASTICITY,
-    RECIPE_TAG,
+    RECIPE_HASH_TAG,
     FinetuneRecipe,
     finetune,
     load_recipe,
+    recipe_hash,
 )
 from lit_modules.tracking.store import tracking_uri
 
@@ -51,7 +54,8 @@ PARENT_TAG = "mlflow.parentRunId"
 TRAIN_TAIL = 5  # logged train/loss values averaged for the train-validation gap
 PSEUDO_RANK = "diag/attention_rank/{kind}/pseudo_rank_tau0.01"
 PROBE_BEST = "eval/probe/best_acc"
-# (column, header, source): the per-run quantities the table aggregates.
+PROBE_LAYER = re.compile(r"eval/probe/layer_(\d+)/acc")
+# (column, header): the per-run quantities the table shows (summary.csv also has per-layer probe accuracy).
 QUANTITIES = [
     ("base_val_loss", "base val/loss"),
     ("target_before", "target loss before"),
@@ -136,11 +140,12 @@ def base_runs(client: MlflowClient, parent: Run) -> list[Run]:
     return sorted(newest.values(), key=lambda r: r.info.start_time)
 
 
-def finished_finetune(client: MlflowClient, base: Run, recipe: str) -> Run | None:
+def finished_finetune(client: MlflowClient, base: Run, recipe: FinetuneRecipe) -> Run | None:
+    """The newest FINISHED fine-tune of `base` under exactly these recipe settings (name and values)."""
     found = client.search_runs(
         [base.info.experiment_id],
-        filter_string=f"tags.`{BASE_TAG}` = '{base.info.run_id}' and tags.`{RECIPE_TAG}` = '{recipe}' "
-        "and attributes.status = 'FINISHED'",
+        filter_string=f"tags.`{BASE_TAG}` = '{base.info.run_id}' "
+        f"and tags.`{RECIPE_HASH_TAG}` = '{recipe_hash(recipe)}' and attributes.status = 'FINISHED'",
         order_by=["attributes.start_time DESC"], max_results=1,
     )
     return found[0] if found else None
@@ -152,7 +157,7 @@ def finished_finetune(client: MlflowClient, base: Run, recipe: str) -> Run | Non
 def finetune_all(client: MlflowClient, bases: list[Run], recipe: FinetuneRecipe, runs_dir: str) -> int:
     """Fine-tune every base lacking a FINISHED fine-tune under this recipe; returns how many failed."""
     failed = 0
-    todo = [b for b in bases if finished_finetune(client, b, recipe.name) is None]
+    todo = [b for b in bases if finished_finetune(client, b, recipe) is None]
     print(f"fine-tuning {len(todo)} of {len(bases)} base runs with recipe '{recipe.name}'")
     for base in todo:
         label = f"{base.data.tags.get('ablation.arm', '?')} seed {base.data.tags.get('seed', '?')}"
@@ -161,13 +166,18 @@ def finetune_all(client: MlflowClient, bases: list[Run], recipe: FinetuneRecipe,
             print(f"  {label}: {result.line()}")
             failed += result.status not in ("FINISHED", "SKIPPED")
         except Exception as err:  # noqa: BLE001 - one failing base must not stop the others
-            print(f"  {label}: fine-tune failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}", file=sys.stderr)
+            reason = str(err).splitlines()[0] if str(err) else ""
+            print(f"  {label}: fine-tune failed: {type(err).__name__}: {reason}", file=sys.stderr)
             failed += 1
     return failed
 
 
-def probe_all(client: MlflowClient, bases: list[Run], runs_dir: str) -> str:
-    """Linear probes of every base not yet probed, via lit_modules.evaluation; returns a one-line status."""
+def probe_all(client: MlflowClient, bases: list[Run]) -> str:
+    """Linear probes of every base not yet probed, via lit_modules.evaluation; returns a one-line status.
+
+    Labels: which held-out document (play) a passage comes from; features: each layer's mean-pooled
+    residual stream; metrics `eval/probe/layer_<i>/acc`, `.../best_acc`, `.../majority_acc` on the base run.
+    """
     try:
         from lit_modules.evaluation.errors import EvalError
         from lit_modules.evaluation.probes import run_probes
@@ -176,31 +186,31 @@ def probe_all(client: MlflowClient, bases: list[Run], runs_dir: str) -> str:
         return f"linear probes skipped: the evaluation package is not available ({err})"
     from lit_modules.data.documents import iter_documents
 
-    done = 0
+    done = already = 0
     for base in bases:
         if PROBE_BEST in client.get_run(base.info.run_id).data.metrics:
+            already += 1
             continue
         try:
             loaded = load_run(client, base.info.run_id)
-            seq_len = min(128, int(loaded.config.data.seq_len))
-            result = run_probes(loaded.model, loaded.tokenizer, list(iter_documents(loaded.corpus.heldout_path)),
-                                seq_len=seq_len, device="cpu")
+            documents = list(iter_documents(loaded.corpus.heldout_path))
+            seq_len = min(128, int(loaded.config.data.seq_len))  # never beyond the trained length
+            result = run_probes(loaded.model, loaded.tokenizer, documents, seq_len=seq_len, device="cpu")
         except (EvalError, ConfigError, DataError) as err:
             return f"linear probes skipped: {err}"
-        from mlflow.entities import Metric
-        import time
-
         now = int(time.time() * 1000)
-        client.log_batch(base.info.run_id, metrics=[Metric(k, float(v), now, loaded.step) for k, v in result.metrics().items()])
+        metrics = [Metric(k, float(v), now, loaded.step) for k, v in result.metrics().items()]
+        client.log_batch(base.info.run_id, metrics=metrics)
         done += 1
-    return f"linear probes: {done} base runs probed (document labels on the held-out split), others already had them"
+    return (f"linear probes (held-out document labels, per layer, `eval/probe/*` on the base runs): "
+            f"{done} base runs probed now, {already} already had them")
 
 
 # --- (c) the table ----------------------------------------------------------------------------------
 
 
-def _metric(run: Run, key: str) -> float:
-    value = run.data.metrics.get(key)
+def _metric(run: Run | None, key: str) -> float:
+    value = run.data.metrics.get(key) if run is not None else None
     return float(value) if value is not None else float("nan")
 
 
@@ -211,13 +221,14 @@ def train_val_gap(client: MlflowClient, run: Run) -> float:
     return _metric(run, "val/loss") - float(np.mean([m.value for m in history[-TRAIN_TAIL:]]))
 
 
-def collect_rows(client: MlflowClient, bases: list[Run], recipe: str) -> pd.DataFrame:
+def collect_rows(client: MlflowClient, bases: list[Run], recipe: FinetuneRecipe) -> pd.DataFrame:
+    """One row per base run: its identity, its and its fine-tune's numbers, per-layer probe accuracies."""
     rows = []
     for base in bases:
         base = client.get_run(base.info.run_id)  # fresh: probes may have been logged since
         ft = finished_finetune(client, base, recipe)
         params = base.data.params
-        rows.append({
+        row = {
             "run_id": base.info.run_id,
             "finetune_run_id": ft.info.run_id if ft else "",
             "arm": base.data.tags.get("ablation.arm", ""),
@@ -226,24 +237,30 @@ def collect_rows(client: MlflowClient, bases: list[Run], recipe: str) -> pd.Data
             "seed": base.data.tags.get("seed", ""),
             "tokens": float(params.get("budget.total_tokens", "nan")),
             "base_val_loss": _metric(base, "val/loss"),
-            "target_before": _metric(ft, BEFORE) if ft else float("nan"),
-            "target_after": _metric(ft, AFTER) if ft else float("nan"),
-            "plasticity": _metric(ft, PLASTICITY) if ft else float("nan"),
+            "target_before": _metric(ft, BEFORE),
+            "target_after": _metric(ft, AFTER),
+            "plasticity": _metric(ft, PLASTICITY),
             "train_val_gap": train_val_gap(client, base),
             "qk_pseudo_rank": _metric(base, PSEUDO_RANK.format(kind="qk")),
             "ov_pseudo_rank": _metric(base, PSEUDO_RANK.format(kind="ov")),
             "probe_best_acc": _metric(base, PROBE_BEST),
-        })
+        }
+        for key, value in base.data.metrics.items():
+            match = PROBE_LAYER.fullmatch(key)
+            if match:
+                row[f"probe_layer_{match.group(1)}_acc"] = float(value)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
 def summarize(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per (regime, weight_decay): n and, per quantity, mean and sample sd over seeds (NaN sd for n = 1)."""
+    """Per (regime, weight_decay): n, and per quantity mean, sample sd (NaN for n = 1), min and max."""
+    columns = [c for c, _ in QUANTITIES] + sorted(c for c in rows.columns if c.startswith("probe_layer_"))
     out = []
     for (regime, wd), group in rows.groupby(["regime", "weight_decay"], sort=True):
         entry = {"regime": regime, "weight_decay": wd, "n_seeds": len(group),
                  "tokens": float(group["tokens"].median())}
-        for col, _ in QUANTITIES:
+        for col in columns:
             values = group[col].dropna().to_numpy(dtype=float)
             entry[f"{col}_mean"] = float(values.mean()) if len(values) else float("nan")
             entry[f"{col}_sd"] = float(values.std(ddof=1)) if len(values) > 1 else float("nan")
@@ -259,40 +276,47 @@ def _ranges_overlap(summary: pd.DataFrame, a: int, b: int, col: str) -> bool:
     return not (hi_a < lo_b or hi_b < lo_a)
 
 
+# What "the most plastic lambda" means: the largest gain, and (the paper's post-SFT score) the lowest loss after.
+DOWNSTREAM = (("plasticity", "max", "the most plasticity (before - after)"),
+              ("target_after", "min", "the lowest target loss after fine-tuning"))
+
+
+def _regime_statement(regime: str, group: pd.DataFrame, col: str, direction: str, label: str) -> str:
+    group = group.dropna(subset=["base_val_loss_mean", f"{col}_mean"])
+    if len(group) < 2:
+        return f"- {regime}: fewer than two lambdas with both a base loss and {label}; no comparison."
+    best_base = group["base_val_loss_mean"].idxmin()
+    best_down = group[f"{col}_mean"].idxmax() if direction == "max" else group[f"{col}_mean"].idxmin()
+    lam_base, lam_down = group.at[best_base, "weight_decay"], group.at[best_down, "weight_decay"]
+    n = int(group["n_seeds"].min())
+    if best_base == best_down:
+        return (f"- {regime}: the same lambda ({lam_base:g}) gives the lowest base val/loss and {label} "
+                f"(means over {n}{'+' if n > 1 else ''} seed(s) per lambda): no decoupling seen.")
+    d_loss = group.at[best_down, "base_val_loss_mean"] - group.at[best_base, "base_val_loss_mean"]
+    d_down = group.at[best_down, f"{col}_mean"] - group.at[best_base, f"{col}_mean"]
+    text = (f"- {regime}: lambda {lam_base:g} has the lowest base val/loss, lambda {lam_down:g} {label}: they "
+            f"DIFFER on the means. From {lam_base:g} to {lam_down:g}: base loss {d_loss:+.4f}, {col} "
+            f"{d_down:+.4f} (nats/token)")
+    if n < 2:
+        return text + "; one seed per cell, so the seed spread is unknown: not evidence either way."
+    sd = {lam: (group.at[i, "base_val_loss_sd"], group.at[i, f"{col}_sd"])
+          for lam, i in ((lam_base, best_base), (lam_down, best_down))}
+    text += f"; seed sd (base loss, {col}): " + "; ".join(
+        f"lambda {lam:g}: {a:.4f}, {b:.4f}" for lam, (a, b) in sd.items()) + f"; n = {n} seeds. "
+    overlap = (_ranges_overlap(group, best_base, best_down, "base_val_loss")
+               or _ranges_overlap(group, best_base, best_down, col))
+    if overlap:
+        return text + "The seed ranges overlap, so this ordering is within seed noise: not evidence of decoupling."
+    return text + ("The seed ranges of both quantities do not overlap, consistent with the paper's decoupling "
+                   "at this scale (a small-n observation, not a significance test).")
+
+
 def decoupling(summary: pd.DataFrame) -> list[str]:
-    """Per regime: does argmin base loss differ from argmax plasticity, and is that beyond the seed spread?"""
-    lines = []
-    for regime, group in summary.groupby("regime", sort=True):
-        group = group.dropna(subset=["base_val_loss_mean", "plasticity_mean"])
-        if len(group) < 2:
-            lines.append(f"- {regime}: fewer than two lambdas with both a base loss and a plasticity; no comparison.")
-            continue
-        best_base = group["base_val_loss_mean"].idxmin()
-        best_plastic = group["plasticity_mean"].idxmax()
-        lam_base, lam_plastic = group.at[best_base, "weight_decay"], group.at[best_plastic, "weight_decay"]
-        n = int(group["n_seeds"].min())
-        if best_base == best_plastic:
-            lines.append(f"- {regime}: the same lambda ({lam_base:g}) gives the lowest base val/loss and the most "
-                         f"plasticity (means over {n}+ seeds): no decoupling seen.")
-            continue
-        d_loss = group.at[best_plastic, "base_val_loss_mean"] - group.at[best_base, "base_val_loss_mean"]
-        d_plastic = group.at[best_plastic, "plasticity_mean"] - group.at[best_base, "plasticity_mean"]
-        text = (f"- {regime}: lambda {lam_base:g} has the lowest base val/loss, lambda {lam_plastic:g} the most "
-                f"plasticity: they DIFFER on the means. Going from {lam_base:g} to {lam_plastic:g} costs "
-                f"{d_loss:+.4f} base loss and gains {d_plastic:+.4f} plasticity (nats/token)")
-        if n < 2:
-            lines.append(text + "; one seed per cell, so the seed spread is unknown: not evidence either way.")
-            continue
-        sd = [group.at[i, f"{c}_sd"] for i in (best_base, best_plastic) for c in ("base_val_loss", "plasticity")]
-        separated = not (_ranges_overlap(group, best_base, best_plastic, "base_val_loss")
-                         or _ranges_overlap(group, best_base, best_plastic, "plasticity"))
-        text += (f"; seed sd (base loss, plasticity) at {lam_base:g}: {sd[0]:.4f}, {sd[1]:.4f}; at {lam_plastic:g}: "
-                 f"{sd[2]:.4f}, {sd[3]:.4f}; n = {n} seeds. ")
-        text += ("The seed ranges of both quantities do not overlap, consistent with the paper's decoupling at "
-                 "this scale (a small-n observation, not a significance test)." if separated else
-                 "The seed ranges overlap, so this ordering is within seed noise: not evidence of decoupling.")
-        lines.append(text)
-    return lines
+    """Per regime and downstream measure: does argmin base loss differ from the best-downstream lambda, and
+    is that beyond the seed spread (min-max ranges of both quantities disjoint)?"""
+    return [_regime_statement(regime, group, col, direction, label)
+            for regime, group in summary.groupby("regime", sort=True)
+            for col, direction, label in DOWNSTREAM]
 
 
 def _cell(mean: float, sd: float) -> str:
@@ -301,16 +325,18 @@ def _cell(mean: float, sd: float) -> str:
     return f"{mean:.4f} ± {sd:.4f}" if math.isfinite(sd) else f"{mean:.4f}"
 
 
-def render(experiment: str, recipe: FinetuneRecipe, summary: pd.DataFrame, rows: pd.DataFrame, notes: list[str]) -> str:
+def render(experiment: str, recipe: FinetuneRecipe, summary: pd.DataFrame, rows: pd.DataFrame,
+           notes: list[str]) -> str:
     headers = ["regime", "lambda", "seeds", "tokens", *(h for _, h in QUANTITIES)]
     lines = [
         f"# {experiment}: weight decay vs plasticity",
         "",
         f"Fine-tuning recipe `{recipe.name}`: target `{recipe.data}`, lr {recipe.lr:g}, weight decay "
         f"{recipe.weight_decay:g}, {recipe.steps} steps x batch {recipe.batch_size}, {recipe.schedule} schedule.",
-        "Losses in nats/token on held-out splits: base val/loss on the pre-training corpus; target loss on the "
-        "fine-tuning corpus, before (base weights) and after fine-tuning. Plasticity = before - after. "
-        f"Train-val gap = base val/loss - mean of the last {TRAIN_TAIL} logged train/loss values. "
+        "Losses in nats/token on held-out splits: base val/loss on the pre-training corpus; target loss on "
+        "the fine-tuning corpus, before (base weights) and after fine-tuning. Plasticity = before - after. "
+        f"Train-val gap = base val/loss - mean of the last {TRAIN_TAIL} logged train/loss values. Pseudo-rank: "
+        "mean over heads and layers of #{sigma_i >= 0.01 sigma_1} (max = head_dim). "
         "Cells: mean ± sample sd over seeds (sd omitted for one seed).",
         "",
         "| " + " | ".join(headers) + " |",
@@ -323,7 +349,8 @@ def render(experiment: str, recipe: FinetuneRecipe, summary: pd.DataFrame, rows:
     lines += ["", "## Is the best-loss lambda the most plastic one?", "", *decoupling(summary), ""]
     missing = rows[rows["finetune_run_id"] == ""]
     if len(missing):
-        lines.append(f"{len(missing)} base run(s) have no finished fine-tune: {', '.join(missing['arm'] + '/' + missing['seed'])}.")
+        cells = ", ".join(missing["arm"] + "/" + missing["seed"])
+        lines.append(f"- {len(missing)} base run(s) have no finished fine-tune: {cells}.")
     lines += [f"- {note}" for note in notes]
     return "\n".join(lines) + "\n"
 
@@ -362,27 +389,31 @@ def main(argv: list[str] | None = None) -> int:
     client = MlflowClient(tracking_uri(None, args.runs_dir))
     parent = find_parent(client, args.experiment)
     if parent is None:
-        print(f"error: no pre-training grid of '{args.experiment}' in {client.tracking_uri}; run without pretrain=false first.", file=sys.stderr)
+        print(f"error: no pre-training grid of '{args.experiment}' in {client.tracking_uri}; "
+              "run without pretrain=false first.", file=sys.stderr)
         return 2
     bases = base_runs(client, parent)
     if not bases:
-        print(f"error: the grid parent {parent.info.run_id} has no FINISHED pre-training run to fine-tune.", file=sys.stderr)
+        print(f"error: the grid parent {parent.info.run_id} has no FINISHED pre-training run to fine-tune.",
+              file=sys.stderr)
         return 1
     failed = finetune_all(client, bases, recipe, args.runs_dir)
-    notes = [probe_all(client, bases, args.runs_dir) if args.probes else "linear probes skipped (probes=false)"]
+    notes = [probe_all(client, bases) if args.probes else "linear probes skipped (probes=false)"]
     print(notes[0])
-    rows = collect_rows(client, bases, recipe.name)
+    rows = collect_rows(client, bases, recipe)
     summary = summarize(rows)
     text = render(args.experiment, recipe, summary, rows, notes)
     path = write_outputs(reports_root(args.reports_dir) / args.experiment / "plasticity", text, summary, rows)
     client.log_artifacts(parent.info.run_id, str(path.parent), artifact_path="plasticity")
     print(text)
     print(f"table: {path} (+ summary.csv, runs.csv); grid parent {parent.info.run_id}")
-    try:  # the ablation report again, now that fine-tune metrics exist
+    try:  # the ablation report again, now that fine-tune and probe metrics exist
         from analysis.report import write_report
 
-        print(f"report: {write_report(parent_run_id=parent.info.run_id, runs_dir=args.runs_dir, reports_dir=args.reports_dir)}")
-    except Exception as err:  # noqa: BLE001 - the table above is this command's product; the report is a bonus
+        report = write_report(parent_run_id=parent.info.run_id, runs_dir=args.runs_dir,
+                              reports_dir=args.reports_dir)
+        print(f"report: {report}")
+    except Exception as err:  # noqa: BLE001 - the table is this command's product; the report is extra
         print(f"ablation report not refreshed: {type(err).__name__}: {err}", file=sys.stderr)
     return 1 if (code or failed) else 0
 
