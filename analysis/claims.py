@@ -204,9 +204,13 @@ CLAIMS: dict[str, Claim] = {
         ),
         paper_scale="Llama-2 0.5B-4B at 20 tokens/parameter (0.5B: 10B tokens); OLMo-2-1B at 20 and 140 TPP",
         paper_tokens=1.0e10,
+        references={"tpp140_": "tpp140_wd0.1"},  # each regime is compared with its own lambda = 0.1
         checks=(
+            Check("finetune:finetune/plasticity", "higher", "larger post-fine-tune gains with larger decay [PAPER-ABS]"),
+            Check("finetune:finetune/target_loss_after", "lower", "better model after the same fine-tune [PAPER-ABS]"),
             Check("finetune:eval/*/acc", "higher", "larger post-fine-tune gains with larger decay [PAPER-ABS]"),
-            Check("diag/*pseudo_rank*", "lower", "larger decay lowers the attention pseudo-rank [SECONDARY]"),
+            Check("diag/attention_rank/qk/pseudo_rank_tau0.01", "lower",
+                  "larger decay lowers the QK attention pseudo-rank [SECONDARY]"),
             Check("val/loss", "lower", "base loss may be worse at larger decay (2.6088 vs 2.6208) [SECONDARY]",
                   measured_only=True),
         ),
