@@ -457,7 +457,9 @@ def render_sweep(parent: Run, store: RunStore, out: Path, top: int) -> str:
     best = finished.head(top).copy()
     best["trial"] = best.get("tags.sweep.trial_number", pd.Series("", index=best.index))
     best["value"] = best[col] if col in best else np.nan
-    columns = [("trial", "trial"), ("value", metric)] + [(f"params.{k}", k) for k in space] + [("run_id", "run id")]
+    # The sampled values are tagged per trial (group choices are not config params); older runs fall back.
+    chosen = [(f"tags.sweep.param.{k}" if f"tags.sweep.param.{k}" in best else f"params.{k}", k) for k in space]
+    columns = [("trial", "trial"), ("value", metric), *chosen, ("run_id", "run id")]
     states = runs.get("tags.sweep.trial_state", pd.Series(dtype=str)).fillna("RUNNING?").value_counts().to_dict()
     lines = [
         f"# Sweep report: `{study}`", "",

@@ -77,6 +77,9 @@ def build_module(
     cfg: DictConfig, model: nn.Module, techniques: list[Technique], budget: Budget, bytes_per_token: float | None
 ) -> CausalLMModule:
     editors = [t.edit_param_groups for t in techniques]
+    if cfg.trainer.compile:
+        # Parameters keep their module paths (under `_orig_mod.`), so families and checkpoints still line up.
+        model = torch.compile(model)
     return CausalLMModule(
         model,
         optimizer_factory=partial(build_optimizer, optim_cfg=cfg.optim, group_editors=editors),

@@ -167,10 +167,11 @@ def make_objective(cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list
             trial.set_user_attr("mlflow_run_id", run_id)
 
         try:
+            sampled = sample(trial, specs)
             run_cfg = compose_run_config([
                 *cfg.overrides,
                 *run_overrides,
-                *as_overrides(sample(trial, specs)),
+                *as_overrides(sampled),
                 f"logger.experiment={cfg.experiment}",
                 f"runs_dir={cfg.runs_dir}",
                 f"trainer.num_threads={threads}",
@@ -182,6 +183,8 @@ def make_objective(cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list
                 run_cfg.tags.update(
                     {STUDY_TAG: cfg.study_name, "sweep.trial_number": str(trial.number), "sweep.role": "trial"}
                 )
+                # The trial's choices as drawn (group selections are not config params; None means off).
+                run_cfg.tags.update({f"sweep.param.{k}": "off" if v is None else str(v) for k, v in sampled.items()})
             result = run(run_cfg, extra_callbacks=[OptunaPruning(trial, cfg.metric)], on_opened=remember)
         except TrialPruned as err:
             _end_trial(client, trial, opened, "PRUNED", str(err))

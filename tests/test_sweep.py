@@ -53,6 +53,7 @@ def test_parent_child_structure_and_resume_counts_total_trials(runs_dir: Path) -
     assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
     assert sorted(c.data.tags["sweep.trial_number"] for c in children) == ["0", "1", "2"]
     assert all(c.data.tags["sweep.trial_state"] == "COMPLETE" for c in children)
+    assert all("sweep.param.optim.lr" in c.data.tags for c in children)
     assert parent.info.status == "FINISHED" and "best_trial" in parent.data.tags
     artifacts = {a.path for a in mlflow_client(runs_dir).list_artifacts(parent.info.run_id, "summary")}
     assert {"summary/summary.json", "summary/trials.csv", "summary/optimization_history.png"} <= artifacts

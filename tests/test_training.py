@@ -133,3 +133,11 @@ def test_ddp_two_processes_match_one_process_with_the_same_global_batch(runs_dir
     assert ddp.status == "FINISHED"
     assert len(all_runs(runs_dir)) == 2  # one MLflow run per training, not one per rank
     assert abs(single.metrics["val/loss"] - ddp.metrics["val/loss"]) < 1e-4
+
+
+@pytest.mark.slow
+def test_torch_compile_trains_like_eager(runs_dir: Path) -> None:
+    eager = run(compose_run_config(tiny_overrides(runs_dir, steps=10)))
+    compiled = run(compose_run_config(tiny_overrides(runs_dir, steps=10, **{"trainer.compile": "true"})))
+    assert compiled.status == "FINISHED"
+    assert abs(eager.metrics["val/loss"] - compiled.metrics["val/loss"]) < 1e-3
