@@ -1,11 +1,14 @@
 """Shared fixtures: every test that trains writes its runs under a pytest tmp folder, never runs/."""
 
 import os
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.pop("MLFLOW_TRACKING_URI", None)  # tests use their own store under tmp_path
+# Reports that sweeps and ablations write at the end go to a scratch folder, never the repo's reports/.
+os.environ["LLM_REPORTS_DIR"] = tempfile.mkdtemp(prefix="llm-ablate-reports-")
 
 import logging
 from pathlib import Path

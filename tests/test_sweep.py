@@ -164,3 +164,20 @@ def test_default_technique_space_only_samples_valid_runs() -> None:
         seen.update(k for k, v in (run_cfg.techniques or {}).items() if v is not None)
         s.tell(trial, 0.0)
     assert {"wisca", "pc", "mols"} <= seen
+
+
+def test_ablation_grid_run_twice_runs_each_cell_once(runs_dir: Path) -> None:
+    from sweeps.ablate import main as ablate_main
+
+    args = ["experiment=smoke", f"runs_dir={runs_dir}", "trainer.max_steps=10"]
+    assert ablate_main(args) == 0
+    assert ablate_main(args) == 0  # every cell is already FINISHED under the same parent: all skipped
+    runs = all_runs(runs_dir)
+    parents = [r for r in runs if r.data.tags.get("ablation.role") == "parent"]
+    cells = [r for r in runs if r.data.tags.get("ablation.arm")]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(cells) == 4  # 2 arms x 2 seeds, each once
+    assert sorted((c.data.tags["ablation.arm"], c.data.tags["seed"]) for c in cells) == [
+        ("baseline", "0"), ("baseline", "1"), ("no_decay", "0"), ("no_decay", "1")]
+    assert all(c.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for c in cells)
+    assert (Path(os.environ["LLM_REPORTS_DIR"]) / "smoke" / "report.md").is_file()
