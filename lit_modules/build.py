@@ -95,7 +95,7 @@ def build_callbacks(
     techniques: list[Technique],
     checkpoint_dir: Path,
     record: RunRecord,
-) -> tuple[list[L.Callback], LastCheckpoint]:
+) -> list[L.Callback]:
     t = cfg.trainer
     checkpoint = LastCheckpoint(checkpoint_dir, t.checkpoint_every_n_steps, t.stop_after_steps, final_step=budget.steps)
     callbacks: list[L.Callback] = [
@@ -109,7 +109,7 @@ def build_callbacks(
     if cfg.diagnostics.names:
         callbacks.append(DiagnosticsLogger(list(cfg.diagnostics.names), cfg.diagnostics.every_n_steps, cfg.diagnostics.batch_size))
     callbacks.append(checkpoint)  # last, so it saves what every other callback has done this step
-    return callbacks, checkpoint
+    return callbacks
 
 
 def build_trainer(cfg: DictConfig, budget: Budget, callbacks: list[L.Callback], logger, root_dir: Path) -> L.Trainer:

@@ -150,7 +150,7 @@ def run(
         if resume_target is None:
             _log_start_artifacts(client, run_id, cfg, git, init_stds)
         record = RunRecord(resolved, run_id, config_hash)
-        callbacks, _ = build_callbacks(cfg, budget, techniques, checkpoint_dir, record)
+        callbacks = build_callbacks(cfg, budget, techniques, checkpoint_dir, record)
         trainer = build_trainer(cfg, budget, [*callbacks, *extra_callbacks], MlflowRunLogger(uri, run_id), checkpoint_dir)
         ckpt = str(resume_target.checkpoint) if resume_target else None
         trainer.fit(module, datamodule=data.datamodule, ckpt_path=ckpt, weights_only=True if ckpt else None)

@@ -66,16 +66,10 @@ def build_cloze(
     pools = {
         upper: [word for _, _, word in candidates if word[0].isupper() == upper] for upper in (True, False)
     }
-    items = []
-    for doc_index, offset, word in _pick(candidates, n_items, rng):
-        choices, label = _choices(word, pools[word[0].isupper()], n_choices, rng)
-        if len(choices) < 2:
-            continue
-        context = context_before(documents[doc_index], offset, context_chars)
-        items.append(
-            {"context": context, "choices": choices, "label": label, "doc": doc_index, "offset": offset}
-        )
-    return items
+    return _choice_items(
+        documents, _pick(candidates, n_items, rng), lambda word: pools[word[0].isupper()], n_choices,
+        context_chars, rng,
+    )
 
 
 def build_nextsent(
@@ -98,9 +92,14 @@ def build_nextsent(
             pool.append(sentence)
             if span.start >= min_context_chars:
                 candidates.append((doc_index, span.start, sentence))
+    return _choice_items(documents, _pick(candidates, n_items, rng), lambda _: pool, n_choices, context_chars, rng)
+
+
+def _choice_items(documents, picked, pool_for, n_choices: int, context_chars: int, rng) -> list[dict]:
+    """Multiple-choice items: the true continuation among distractors, after the text that precedes it."""
     items = []
-    for doc_index, offset, sentence in _pick(candidates, n_items, rng):
-        choices, label = _choices(sentence, pool, n_choices, rng)
+    for doc_index, offset, target in picked:
+        choices, label = _choices(target, pool_for(target), n_choices, rng)
         if len(choices) < 2:
             continue
         context = context_before(documents[doc_index], offset, context_chars)
