@@ -41,14 +41,22 @@ def build_techniques(cfg: DictConfig) -> list[Technique]:
 
 @dataclass
 class DataBundle:
-    corpus: object
     tokenizer: object
-    shards: object
-    datamodule: LMDataModule
+    datamodule: L.LightningDataModule
+    fingerprint: str  # the run's data_fingerprint tag
+    bytes_per_token: float | None  # of the held-out text; None where it is not plain text (SFT pairs)
+    corpus: object | None = None  # text corpora only: what evaluation reads
+    shards: object | None = None
 
 
 def build_data(cfg: DictConfig) -> DataBundle:
     data_cfg = OmegaConf.to_object(cfg.data)
+    if data_cfg.source == "sft":
+        from lit_modules.data.sft import prepare_sft_data
+
+        tokenizer = build_tokenizer(OmegaConf.to_object(cfg.tokenizer))  # byte or pretrained: validated
+        sft = prepare_sft_data(data_cfg, tokenizer, cfg.seed)
+        return DataBundle(tokenizer, sft.datamodule, sft.fingerprint, None)
     corpus = prepare_corpus(data_cfg)
     tokenizer = build_tokenizer(OmegaConf.to_object(cfg.tokenizer), corpus)
     shards = prepare_shards(corpus, tokenizer, data_cfg.cache_dir)
@@ -60,7 +68,7 @@ def build_data(cfg: DictConfig) -> DataBundle:
         accumulate_grad_batches=cfg.trainer.accumulate_grad_batches,
         val_batches=cfg.data.val_batches,
     )
-    return DataBundle(corpus, tokenizer, shards, datamodule)
+    return DataBundle(tokenizer, datamodule, shards.key, shards.bytes_per_token("heldout"), corpus, shards)
 
 
 def build_model(cfg: DictConfig, techniques: list[Technique]) -> tuple[nn.Module, dict[str, float]]:

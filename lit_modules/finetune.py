@@ -7,7 +7,7 @@
 fine-tuning. Here, on the target corpus's held-out split:
 
     finetune/target_loss_before   the BASE weights' loss, measured in the fine-tune run before its first step
-    finetune/target_loss_after    the fine-tuned loss (= the run's final val/loss)
+    finetune/target_loss_after    the fine-tuned loss, measured the same way after the last step
     finetune/plasticity           before - after (nats/token; larger = adapted more)
     finetune/base_pretrain_val_loss  the base run's final pre-training val/loss, for the decoupling question
 
@@ -224,6 +224,9 @@ def finetune_config(
 
     cfg.tokenizer = OmegaConf.merge(OmegaConf.structured(TokenizerConfig), base_tokenizer(cfg))
     cfg.data = target
+    if target.source == "sft":
+        # Evaluation tasks read a text corpus; the SFT target's own held-out responses are the measure.
+        cfg.eval.tasks, cfg.eval.probe = [], False
     cfg.schedule = schedule
     cfg.optim.lr, cfg.optim.weight_decay = recipe.lr, recipe.weight_decay
     cfg.regime = RegimeConfig(name="steps", param_count=cfg.regime.param_count)
@@ -295,10 +298,12 @@ class PlasticityProbe(L.Callback):
         self._log(trainer, {BEFORE: self.before, BASE_VAL: self.base_val_loss}, step=0)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        val = trainer.callback_metrics.get("val/loss")
-        if self.before is None or val is None or trainer.global_step < self.steps:
-            return  # paused: no final validation yet
-        self.after = float(val)
+        if self.before is None or trainer.global_step < self.steps:
+            return  # paused: measured when the fine-tune completes
+        # Measured exactly as "before" (token-weighted): with prompt-masked SFT batches, Lightning's
+        # val/loss weights batches equally however many response tokens each holds.
+        context = getattr(trainer.precision_plugin, "forward_context", None)
+        self.after = heldout_loss(pl_module.model, trainer.datamodule.val_dataloader(), pl_module.device, context)
         metrics = {AFTER: self.after, PLASTICITY: self.before - self.after}
         self._log(trainer, metrics, step=trainer.global_step)
 

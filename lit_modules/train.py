@@ -130,7 +130,7 @@ def run(
     if cfg.init_from:
         load_weights(model, find_checkpoint(str(cfg.init_from), client))
 
-    module = build_module(cfg, model, techniques, budget, data.shards.bytes_per_token("heldout"))
+    module = build_module(cfg, model, techniques, budget, data.bytes_per_token)
 
     git = repro.git_state()
     if resume_target is not None:
@@ -168,7 +168,7 @@ def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniq
         "config_hash": config_hash,
         "git_commit": git["commit"],
         "git_dirty": str(git["dirty"]).lower(),
-        "data_fingerprint": data.shards.key,
+        "data_fingerprint": data.fingerprint,
         **{f"pkg.{k}": v for k, v in repro.package_versions().items()},
         **{f"hw.{k}": v for k, v in repro.hardware().items()},
         **({"ablation.name": cfg.ablation.name, "ablation.arm": cfg.ablation.arm} if cfg.ablation.name else {}),

@@ -86,6 +86,26 @@ def _basic_problems(cfg: DictConfig) -> list[str]:
         p.append("diagnostics.every_n_steps must be >= 0 and diagnostics.batch_size >= 1.")
     if t.divergence_factor < 0:
         p.append("trainer.divergence_factor must be >= 0 (0 disables the guard).")
+    if cfg.data.source == "sft":
+        p += _sft_problems(cfg)
+    return p
+
+
+def _sft_problems(cfg: DictConfig) -> list[str]:
+    """Prompt/response data is not a text corpus: nothing that reads one can run on it."""
+    p = []
+    if cfg.tokenizer.kind == "bpe":
+        p.append(
+            "data.source=sft has no text corpus to train a BPE tokenizer on; "
+            "use tokenizer=byte or a pretrained tokenizer file (a fine-tune keeps its base run's)."
+        )
+    if cfg.eval.tasks or cfg.eval.probe:
+        p.append(
+            "The evaluation tasks and probes read a text corpus's held-out split, which data.source=sft "
+            "lacks; set eval=default (val/loss is already the held-out response loss)."
+        )
+    if cfg.trainer.devices * cfg.trainer.num_nodes > 1:
+        p.append("data.source=sft streams one unsharded batch sequence; run it on one device.")
     return p
 
 

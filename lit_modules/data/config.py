@@ -13,7 +13,7 @@ from typing import Any, List, Optional
 
 from .errors import DataError
 
-SOURCES = ("embedded", "hf", "text_files")
+SOURCES = ("embedded", "hf", "text_files", "sft")
 EMBEDDED_CORPORA = ("shakespeare", "python_docs")
 TOKENIZER_KINDS = ("byte", "bpe", "pretrained")
 # UTF-8 bytes 0..255 plus BOS, EOS and PAD; see tokenization.ByteTokenizer.
@@ -23,7 +23,7 @@ BYTE_VOCAB_SIZE = 259
 @dataclass
 class DataConfig:
     name: str = "shakespeare"
-    source: str = "embedded"  # "embedded" | "hf" | "text_files"
+    source: str = "embedded"  # "embedded" | "hf" | "text_files" | "sft" (prompt/response pairs, see sft.py)
     seq_len: int = 128
     batch_size: int = 16  # micro-batch per device
     val_batches: int = 8
@@ -35,6 +35,11 @@ class DataConfig:
     text_field: str = "text"
     data_files: List[str] = field(default_factory=list)
     max_documents: Optional[int] = None  # any source: keep only the first N documents
+    # source=sft only: JSON-lines `data_files` or a Hugging Face dataset `hf_path`, one pair per record;
+    # the loss is on response tokens only.
+    prompt_field: str = "query"
+    response_field: str = "response"
+    prompt_template: str = "Question: {prompt}\nAnswer: "
 
     def problems(self) -> list[str]:
         """One sentence per impossible setting; empty when the config is usable."""
@@ -59,6 +64,10 @@ class DataConfig:
             found.append("data.source is hf but data.hf_path is not set.")
         if self.source == "text_files" and not self.data_files:
             found.append("data.source is text_files but data.data_files lists no files.")
+        if self.source == "sft" and not (self.hf_path or self.data_files):
+            found.append("data.source is sft but names neither data.data_files (JSON lines) nor data.hf_path.")
+        if self.source == "sft" and "{prompt}" not in self.prompt_template:
+            found.append("data.prompt_template must contain {prompt}, where the prompt text goes.")
         if self.max_documents is not None and self.max_documents < 2:
             found.append(
                 f"data.max_documents is {self.max_documents} but must be at least 2 "

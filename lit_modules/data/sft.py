@@ -13,9 +13,9 @@ The paper's fine-tuning (papers.md section 5: MetaMathQA and five other chain-of
 
 Wiring: `CausalLMModule._loss` calls `F.cross_entropy(logits, y)`, whose default `ignore_index` is -100 =
 IGNORE_INDEX, so batches from `SFTDataModule` already train and validate on response tokens only; the
-LightningModule needs no change. What a run needs is `build.build_data` choosing `SFTDataModule` for an SFT
-data config (see the helper's report). Note: Lightning averages `val/loss` over batches weighted by batch
-size, not by the number of response tokens per batch; `masked_lm_loss` over a whole split is token-weighted.
+LightningModule needs no change; `build.build_data` picks `prepare_sft_data` for `data.source=sft`.
+Note: Lightning averages `val/loss` over batches weighted by batch size, not by the number of response
+tokens per batch; `masked_lm_loss` and the fine-tune's before/after losses are token-weighted.
 """
 
 from __future__ import annotations
@@ -87,13 +87,15 @@ def _jsonl_rows(path: Path) -> Iterator[dict]:
 
 def _hub_rows(dataset_id: str, split: str) -> Iterator[dict]:
     try:
-        from datasets import load_dataset
+        import datasets
 
-        return iter(load_dataset(dataset_id, split=split, streaming=True))
+        offline = bool(datasets.config.HF_HUB_OFFLINE)
+        # Offline, only a copy already in the `datasets` cache can be read, and only without streaming.
+        return iter(datasets.load_dataset(dataset_id, split=split, streaming=not offline))
     except Exception as err:  # noqa: BLE001 - offline, unknown id, ...: one sentence
         raise DataError(
-            f"The dataset {dataset_id} cannot be read ({type(err).__name__}); "
-            "it needs the hub or a local copy."
+            f"The dataset {dataset_id} cannot be read ({type(err).__name__}): the Hugging Face Hub is "
+            "unreachable or offline here and no cached copy exists; point data.data_files at a local JSONL copy."
         ) from None
 
 
@@ -222,3 +224,57 @@ class SFTDataModule(L.LightningDataModule):
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.heldout_set, batch_size=self.batch_size, shuffle=False)
+
+
+# --- a run's SFT data -------------------------------------------------------------------------------
+
+
+@dataclass
+class SFTData:
+    datamodule: SFTDataModule
+    fingerprint: str  # what was read and how it was laid out: the run's data_fingerprint tag
+    train_examples: int
+    heldout_examples: int
+
+
+def prepare_sft_data(cfg, tokenizer, seed: int) -> SFTData:
+    """`data.source=sft`: pairs from `data_files` (JSON lines) or `hf_path`, split by prompt hash.
+
+    Validation uses the first `val_batches * batch_size` held-out pairs, in file order, so every run of a
+    recipe is scored on the same items.
+    """
+    import hashlib
+
+    from .text_files import file_identity
+
+    sources = list(cfg.data_files) or [cfg.hf_path]
+    examples: list[PromptResponse] = []
+    for source in sources:
+        remaining = None if cfg.max_documents is None else cfg.max_documents - len(examples)
+        if remaining is not None and remaining <= 0:
+            break
+        examples += load_prompt_response(source, cfg.prompt_field, cfg.response_field, cfg.hf_split, remaining)
+    train, heldout = split_examples(examples, cfg.heldout_fraction)
+    if not train or not heldout:
+        raise DataError(
+            f"The {len(examples)} prompt/response pairs leave an empty {'train' if not train else 'held-out'} "
+            "split; add pairs or change data.heldout_fraction."
+        )
+    heldout = heldout[: cfg.val_batches * cfg.batch_size]
+    train_set = PromptResponseDataset(train, tokenizer, cfg.seq_len, cfg.prompt_template)
+    heldout_set = PromptResponseDataset(heldout, tokenizer, cfg.seq_len, cfg.prompt_template)
+    identity = {
+        "sources": [file_identity(s) if cfg.data_files else s for s in sources],
+        "split": cfg.hf_split,
+        "fields": [cfg.prompt_field, cfg.response_field],
+        "template": cfg.prompt_template,
+        "max_documents": cfg.max_documents,
+        "heldout_fraction": cfg.heldout_fraction,
+        "seq_len": cfg.seq_len,
+        "tokenizer": type(tokenizer).__name__,
+        "vocab_size": tokenizer.vocab_size,
+        "pairs": len(examples),
+    }
+    fingerprint = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    datamodule = SFTDataModule(train_set, heldout_set, cfg.batch_size, seed)
+    return SFTData(datamodule, fingerprint, len(train_set), len(heldout_set))

@@ -122,6 +122,8 @@ class MoLS(Technique):
                 p.append(f"techniques.mols.{key} must be one of {', '.join(allowed)}, not '{value}'.")
         if p:
             return p
+        if self.mode == "snr" and cfg.data.source == "sft":
+            p.append("techniques.mols (mode snr) draws its SNR batches from a text corpus; data.source=sft has none.")
         unknown = [m for m in self.modules if m not in PAPER_GROUPS]
         if unknown:
             p.append(
