@@ -90,6 +90,22 @@ def test_preset_grid_keeps_the_budget_ratio_and_logs_attention_rank():
     assert steps == {"tpp20": 300, "tpp140": 2100}  # 20:140 = 1:7, capped below the uncapped budgets
 
 
+def test_full_preset_is_the_same_grid_at_exactly_20_and_140_tokens_per_parameter():
+    params = OmegaConf.load(REPO / "conf/experiment/wd_plasticity_full.yaml").hydra.sweeper.params
+    assert params["+arm"].split(",") == [f"wd_plasticity_full/{a}" for a in GRID] and str(params.seed) == "0,1"
+    for arm in GRID:
+        capped = validate(compose_run_config(["experiment=wd_plasticity", f"+arm=wd_plasticity/{arm}"]))
+        full = validate(compose_run_config(["experiment=wd_plasticity_full", f"+arm=wd_plasticity_full/{arm}"]))
+        assert full.ablation.name == "wd_plasticity_full" and full.ablation.arm == arm
+        budget = compute_budget(full)
+        tokens_per_param = int(arm.split("_")[0].removeprefix("tpp"))
+        # Whole steps of 512 tokens: the budget is the largest multiple below TPP x 106,816.
+        assert budget.tokens_per_step * budget.steps <= tokens_per_param * 106_816 < budget.tokens_per_step * (budget.steps + 1)
+        differing = {k for k in ("optim", "schedule", "regime", "model", "data", "diagnostics")
+                     if OmegaConf.to_container(capped[k]) != OmegaConf.to_container(full[k])}
+        assert not differing and capped.trainer.max_steps is not None and full.trainer.max_steps is None
+
+
 def make_grid(runs_dir: Path, arms: list[str], steps: int = 8) -> str:
     """A grid parent with one FINISHED child per arm (seed 0), as sweeps.ablate would leave it."""
     client = mlflow_client(runs_dir)
