@@ -5,6 +5,7 @@
     checks = verdicts_table(ab, claim_for(ab.name))         # the claim's checks with a verdict each
     speed = speedups(ab, claim)                             # tokens to reach the reference's final loss
     cost = overhead_table(ab, claim)                        # wall time per token vs the reference
+    summary = arm_summary_table(ab, ["val/loss"])           # every arm on its own: mean +/- sd over seeds
 
 Only FINISHED runs enter the statistics (a FAILED or KILLED cell is listed, never averaged); when a cell
 (arm, seed) finished more than once under the parent, the newest run counts.
@@ -25,6 +26,8 @@ from analysis.curves import Speedup, speedup_vs_baseline
 from analysis.load_runs import RunStore, numeric
 from analysis.stats import NoiseFloor, PairedComparison, compare_paired, noise_floor
 
+TRAIN_TAIL = 5  # logged train/loss values (one micro-batch each) averaged into a run's final train loss
+TRAIN_LOSS = "train/loss (last 5 logged)"
 CURVE_KEYS = ("val/loss", "val/bits_per_byte", "train/loss", "perf/tokens_per_s", "perf/step_time_s")
 CURVE_PREFIXES = (
     "diag/gmcn/", "diag/stable_rank/mean/", "diag/condensation/mean_abs_cos/mean/", "diag/attention_sink/",
@@ -255,6 +258,39 @@ def overhead_table(ab: Ablation, claim: Claim) -> pd.DataFrame:
             "ratio_min": min(ratios) if ratios and arm != reference else float("nan"),
             "ratio_max": max(ratios) if ratios and arm != reference else float("nan"),
         })
+    return pd.DataFrame(rows)
+
+
+def final_train_loss(ab: Ablation, run_id: str) -> float:
+    """Mean of a run's last TRAIN_TAIL logged train/loss values: one logged value is a single micro-batch."""
+    if ab.curves.empty:
+        return float("nan")
+    values = ab.curves[(ab.curves["run_id"] == run_id) & (ab.curves["key"] == "train/loss")].sort_values("step")
+    tail = values["value"].to_numpy(dtype=float)[-TRAIN_TAIL:]
+    return float(np.mean(tail)) if tail.size else float("nan")
+
+
+def arm_summary_table(ab: Ablation, metrics: list[str]) -> pd.DataFrame:
+    """One row per arm and metric: mean, sample sd (ddof 1), min and max over its finished seeds.
+
+    The train loss (`TRAIN_LOSS`) comes first; arms with no finite value for a metric are left out."""
+    rows = []
+    for metric in [TRAIN_LOSS, *metrics]:
+        for arm in ab.arms:
+            finished = ab.finished[ab.finished["arm"] == arm]
+            if metric == TRAIN_LOSS:
+                values = {r["seed"]: final_train_loss(ab, r["run_id"]) for _, r in finished.iterrows()}
+            else:
+                values = arm_values(ab, arm, metric)
+            finite = np.array([v for v in values.values() if math.isfinite(v)], dtype=float)
+            if not finite.size:
+                continue
+            rows.append({
+                "metric": metric, "arm": arm, "n": int(finite.size),
+                "seeds": ",".join(sorted((k for k, v in values.items() if math.isfinite(v)), key=_seed_key)),
+                "mean": float(finite.mean()), "sd": float(finite.std(ddof=1)) if finite.size > 1 else float("nan"),
+                "min": float(finite.min()), "max": float(finite.max()),
+            })
     return pd.DataFrame(rows)
 
 

@@ -31,7 +31,9 @@ from mlflow.entities import Run
 from analysis import markdown as md
 from analysis import plots
 from analysis.ablation import (
+    TRAIN_TAIL,
     Ablation,
+    arm_summary_table,
     effects_table,
     eval_metrics,
     load_ablation,
@@ -153,7 +155,8 @@ def render_ablation(ab: Ablation, claim: Claim, store: RunStore, out: Path) -> s
     noise = noise_table(ab, metrics)
     speed = speedups_table(ab, claim)
     cost = overhead_table(ab, claim)
-    for name, frame in (("verdicts", verdicts), ("effects", effects), ("noise_floor", noise),
+    summary = arm_summary_table(ab, metrics)
+    for name, frame in (("verdicts", verdicts), ("effects", effects), ("arm_summary", summary), ("noise_floor", noise),
                         ("speedup", speed), ("overhead", cost), ("runs", _runs_listing(ab))):
         if not frame.empty:
             frame.to_csv(out / f"{name}.csv", index=False)
@@ -169,6 +172,7 @@ def render_ablation(ab: Ablation, claim: Claim, store: RunStore, out: Path) -> s
         _claim_section(claim),
         _measured_section(ab, claim),
         _verdict_section(verdicts),
+        _arm_summary_section(summary),
         _effects_section(effects, metrics),
         _noise_section(noise),
         _speedup_section(speed),
@@ -246,6 +250,17 @@ def _verdict_section(verdicts: pd.DataFrame) -> Section:
         body += ["", "For `speedup` the difference is the mean over seeds of ln(reference tokens / arm tokens): "
                  "0 means no speedup, ln 2 = 0.693 means 2x."]
     return Section("Verdicts", body)
+
+
+def _arm_summary_section(summary: pd.DataFrame) -> Section:
+    if summary.empty:
+        return Section("Per arm", [])
+    body = ["Every arm on its own: final values, mean and sample standard deviation over its finished seeds "
+            "(sd needs 2 seeds), with the smallest and largest seed. The train loss is the mean of the last "
+            f"{TRAIN_TAIL} logged `train/loss` values of a run (each one micro-batch).", ""]
+    body.append(md.table(summary, [("metric", "metric"), ("arm", "arm"), ("n", "seeds"), ("mean", "mean"),
+                                   ("sd", "sd"), ("min", "min"), ("max", "max")]))
+    return Section("Per arm: mean ± sd over seeds", body)
 
 
 def _effects_section(effects: pd.DataFrame, metrics: list[str]) -> Section:

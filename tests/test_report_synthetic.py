@@ -173,6 +173,23 @@ def test_tables_state_seeds_speedup_noise_and_overhead(report):
     assert "Noise floor" in text and "Token-level gap" in text
 
 
+def test_per_arm_table_has_the_known_means_and_sample_sd(report):
+    path, text = report
+    summary = pd.read_csv(path.parent / "arm_summary.csv")
+    assert "Per arm: mean ± sd over seeds" in text
+    for arm, (speed, *_rest) in ARMS.items():
+        # val/loss: the value logged at the last step; train loss: the mean of the 5 logged train/loss values.
+        val = [_loss(speed, STEPS * PER_STEP, seed) for seed in SEEDS]
+        train = [np.mean([_loss(speed, (step + 1) * PER_STEP, seed) + 0.05 for step in range(1, STEPS, 2)])
+                 for seed in SEEDS]
+        for metric, values in (("val/loss", val), ("train/loss (last 5 logged)", train)):
+            row = summary[(summary["metric"] == metric) & (summary["arm"] == arm)].iloc[0]
+            assert row["n"] == 3 and row["seeds"] == "0,1,2"  # the KILLED duplicate of adamw_pc4 is not counted
+            assert row["mean"] == pytest.approx(np.mean(values), rel=1e-9)
+            assert row["sd"] == pytest.approx(np.std(values, ddof=1), rel=1e-6)
+            assert (row["min"], row["max"]) == (pytest.approx(min(values)), pytest.approx(max(values)))
+
+
 def test_report_is_logged_to_the_parent_run(ablation_store, report):
     runs_dir, parent, _ = ablation_store
     client = MlflowClient(tracking_uri(None, str(runs_dir)))

@@ -28,7 +28,9 @@ class LastCheckpoint(L.Callback):
 
     def save(self, trainer: L.Trainer) -> None:
         tmp = self.dirpath / "last.ckpt.tmp"
-        trainer.save_checkpoint(tmp)  # every rank must call it; the strategy writes on rank 0
+        # Full state (optimizer, loops, callbacks): resume needs all of it. Every rank must call this; the
+        # strategy writes on rank 0.
+        trainer.save_checkpoint(tmp, weights_only=False)
         trainer.strategy.barrier("last-checkpoint")
         if trainer.is_global_zero:
             os.replace(tmp, self.path)
