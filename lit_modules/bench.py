@@ -2,6 +2,7 @@
 
 Timed tests are banned (shared, noisy machines); ratios measured back to back are what we report.
     python -m lit_modules.bench [--steps 60] [--model tiny] [--only lightning,wisca,pc,mols,eval]
+                                [--pc-models tiny,small]
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--only", default="lightning,wisca,pc,mols,eval")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pc-models", default="tiny,small", help="model sizes of the PC step-time rows")
     parser.add_argument("--out", default="bench_results/bench.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, torch.get_num_threads()))
@@ -130,6 +132,11 @@ def main(argv: list[str] | None = None) -> None:
         rows.append({"bench": "lightning_vs_plain", "variant": args.model, "plain_s_per_step": plain,
                      "lightning_s_per_step": lit, "lightning_speed_vs_plain": plain / lit,
                      "repeats": args.repeats})
+    if "pc" in wanted:
+        from lit_modules.bench_pc import inference_rows, training_rows
+
+        rows += training_rows(args.pc_models.split(","), args.steps, args.repeats)
+        rows += inference_rows(args.model, args.repeats)
     for name, variants in _technique_benches().items():
         if name in wanted:
             # WISCA's cost is one transition per 250 steps: time enough steps to include two.
@@ -149,12 +156,11 @@ def _technique_benches() -> dict[str, dict[str, list[str]]]:
     conf = Path(__file__).resolve().parent.parent / "conf"
     benches = {
         "wisca": {"wisca_every_250": ["wisca=qk_vo_tensor", "techniques.wisca.every_n_steps=250"]},
-        "pc": {"pc_level2": ["pc=level2"], "pc_level4": ["pc=level4"]},
         "mols": {"mols": ["mols=snr"]},
     }
     available = {}
     for name, variants in benches.items():
-        group = {"wisca": "wisca", "pc": "pc", "mols": "mols"}[name]
+        group = {"wisca": "wisca", "mols": "mols"}[name]
         keep = {k: v for k, v in variants.items() if (conf / group / f"{v[0].split('=')[1]}.yaml").exists()}
         if keep:
             available[name] = keep
