@@ -1,9 +1,12 @@
 """Ablation grids: a preset's arms x paired seeds, run by Hydra multirun under one MLflow parent run.
 
-    python -m sweeps.ablate experiment=<preset> [launcher=local_parallel|slurm] [run overrides]
+    python -m sweeps.ablate experiment=<preset> [arms=a,b] [seeds=2,3] [launcher=local_parallel|slurm]
+                            [run overrides]
 
 Cells whose config hash already FINISHED under the parent are skipped, so an interrupted grid is
-finished by running the same command again. The grid ends with a report (analysis.report).
+finished by running the same command again. `arms=` keeps only some of the preset's arms (their short
+names) and `seeds=` replaces its seed list, e.g. to add seeds to a finished grid: the new cells join the
+same parent and the report counts every finished seed. The grid ends with a report (analysis.report).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ class Grid:
     arms: list[str]
     seeds: list[str]
     launcher: str | None = None
+    only_arms: list[str] = field(default_factory=list)  # short arm names from `arms=`
+    only_seeds: list[str] = field(default_factory=list)  # from `seeds=`
     overrides: list[str] = field(default_factory=list)
     runs_dir: str = "runs"
 
@@ -43,6 +48,16 @@ def parse_args(argv: list[str]) -> Grid:
             grid.experiment = value
         elif key == "launcher":
             grid.launcher = value or None
+        elif key in ("arms", "seeds", "seed"):
+            key = "seeds" if key == "seed" else key  # seed=0 or seed=0,1: the same as seeds=
+            items = [v.strip() for v in value.split(",") if v.strip()]
+            if not items:
+                raise ConfigError(f"{key}= lists nothing; give comma-separated {key}.")
+            if key == "seeds" and not all(_is_int(v) for v in items):
+                raise ConfigError(f"seeds={value} must be comma-separated integers.")
+            setattr(grid, f"only_{key}", items)
+        elif key in ("+arm", "arm"):
+            raise ConfigError(f"{key}= would fight the preset's grid; use arms=<short names> instead.")
         else:
             if key == "runs_dir":
                 grid.runs_dir = value
@@ -64,6 +79,24 @@ def read_grid(grid: Grid) -> None:
     if not arms:
         raise ConfigError(f"The preset '{grid.experiment}' declares no arms (hydra.sweeper.params['+arm']).")
     grid.arms, grid.seeds = [a.strip() for a in arms], seeds
+    if grid.only_arms:
+        short = {a.rsplit("/", 1)[-1]: a for a in grid.arms}
+        unknown = [a for a in grid.only_arms if a not in short]
+        if unknown:
+            raise ConfigError(
+                f"The preset '{grid.experiment}' has no arm {', '.join(unknown)} (its arms: {', '.join(short)})."
+            )
+        grid.arms = [short[a] for a in grid.only_arms]
+    if grid.only_seeds:
+        grid.seeds = grid.only_seeds
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
 
 
 def validate_cells(grid: Grid) -> str:
@@ -108,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ablation '{grid.experiment}': {len(grid.arms)} arms x {len(grid.seeds)} seeds = {cells} cells; parent run {parent}")
     command = [sys.executable, "-m", "lit_modules.train", "-m", f"experiment={grid.experiment}",
                f"parent_run_id={parent}", *grid.overrides]
+    if grid.only_arms:
+        command.append(f"+arm={','.join(grid.arms)}")  # the command line wins over the preset's sweep params
+    if grid.only_seeds:
+        command.append(f"seed={','.join(grid.seeds)}")
     if grid.launcher:
         command.append(f"hydra/launcher={grid.launcher}")
     status = "FAILED"

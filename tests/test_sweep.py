@@ -184,3 +184,22 @@ def test_ablation_grid_run_twice_runs_each_cell_once(runs_dir: Path) -> None:
         ("baseline", "0"), ("baseline", "1"), ("no_decay", "0"), ("no_decay", "1")]
     assert all(c.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for c in cells)
     assert (Path(os.environ["LLM_REPORTS_DIR"]) / "smoke" / "report.md").is_file()
+
+    # One more seed for one arm: the new cell joins the same parent; nothing else reruns.
+    assert ablate_main([*args, "arms=no_decay", "seeds=2"]) == 0
+    runs = all_runs(runs_dir)
+    cells = sorted((r.data.tags["ablation.arm"], r.data.tags["seed"]) for r in runs if r.data.tags.get("ablation.arm"))
+    assert cells == [("baseline", "0"), ("baseline", "1"), ("no_decay", "0"), ("no_decay", "1"), ("no_decay", "2")]
+    assert len([r for r in runs if r.data.tags.get("ablation.role") == "parent"]) == 1
+
+
+def test_ablation_arm_and_seed_selection_refuses_bad_input(runs_dir: Path, capsys) -> None:
+    from sweeps.ablate import main as ablate_main
+
+    base = ["experiment=smoke", f"runs_dir={runs_dir}"]
+    for extra, sentence in ((["arms=nope"], "has no arm nope (its arms: baseline, no_decay)"),
+                            (["seeds=a"], "must be comma-separated integers"),
+                            (["+arm=smoke/baseline"], "use arms=<short names>")):
+        assert ablate_main([*base, *extra]) == 2
+        assert sentence in capsys.readouterr().err
+    assert not all_runs(runs_dir)
