@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from mlflow.entities import Run
 
-from analysis.claims import Check, Claim, verdict
+from analysis.claims import INCONCLUSIVE, MIN_SEEDS, NOT_REPRODUCED, REPRODUCED, Check, Claim, Verdict, verdict
 from analysis.curves import Speedup, speedup_vs_baseline
 from analysis.load_runs import RunStore, numeric
 from analysis.stats import NoiseFloor, PairedComparison, compare_paired, noise_floor
@@ -180,6 +180,8 @@ def verdicts_table(ab: Ablation, claim: Claim) -> pd.DataFrame:
                 continue
             c, noise, effect = _check_comparison(ab, check, arm, reference)
             v = verdict(expect, check.better, c, None if check.metric == "speedup" else noise, ratio, effect)
+            if check.metric == "speedup":
+                v = _speedup_bounds(ab, arm, reference, expect, v)
             row = _comparison_row(arm, reference, check.metric, check.better, c, noise)
             row.update({"expect": expect or "-", "paper": check.paper, "verdict": v.label, "reason": v.reason})
             rows.append(row)
@@ -197,6 +199,23 @@ def _check_comparison(ab: Ablation, check: Check, arm: str, reference: str):
             for seed, b, a, budget in zip(s.seeds, s.base_tokens, s.arm_tokens, s.arm_budget) if b > 0}
     c = compare_paired(logs, {seed: 0.0 for seed in logs})
     return c, noise_floor([]), math.log(effect) if effect else None
+
+
+def _speedup_bounds(ab: Ablation, arm: str, reference: str, expect: str | None, v: Verdict) -> Verdict:
+    """Rule (6). A seed that never reached the target only bounds its speedup from above (reference tokens /
+    the arm's budget), so it can never support a claimed speedup; on every one of enough seeds, with at least
+    the tokens the reference needed, it refutes one."""
+    s = speedup_of(ab, arm, reference)
+    if not s.not_reached:
+        return v
+    enough_tokens = all(a >= b for a, b in zip(s.arm_budget, s.base_tokens))
+    if expect == "better" and s.n >= MIN_SEEDS and s.not_reached == s.n and enough_tokens:
+        return Verdict(NOT_REPRODUCED, f"never reached its reference's final val/loss with at least the reference's "
+                                   f"tokens on any of {s.n} seeds: speedup < 1x on every seed")
+    if v.label == REPRODUCED:
+        return Verdict(INCONCLUSIVE, f"{s.not_reached} of {s.n} seeds never reached the target, so their speedup "
+                                     "is only bounded from above")
+    return v
 
 
 def speedup_of(ab: Ablation, arm: str, reference: str) -> Speedup:

@@ -54,7 +54,11 @@ RULE_TEXT = (
     f"{NOT_REPRODUCED}, not significant -> {NOT_REPRODUCED} only if the budget is at least "
     f"{FAR_BELOW:.0%} of the paper's and the t-interval excludes the paper's effect size, otherwise "
     f"{INCONCLUSIVE}; (5) where the paper expects no effect: significant above the noise floor -> "
-    f"{NOT_REPRODUCED}, t-interval inside +/- the noise floor -> {REPRODUCED}, otherwise {INCONCLUSIVE}. "
+    f"{NOT_REPRODUCED}, t-interval inside +/- the noise floor -> {REPRODUCED}, otherwise {INCONCLUSIVE}; "
+    f"(6) speedup: an arm that never reaches its reference's final val/loss, with at least the tokens the "
+    f"reference needed, on any of at least {MIN_SEEDS} paired seeds is slower on every seed -> {NOT_REPRODUCED} where the paper expects a "
+    "speedup; a seed that never reached the target only bounds its speedup from above, so with any such seed "
+    f"a speedup is never {REPRODUCED} (at best {INCONCLUSIVE}). "
     "Arms are not ranked against each other; overlapping intervals never name a winner."
 )
 

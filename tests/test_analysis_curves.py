@@ -67,3 +67,34 @@ def test_mean_band_over_seeds():
     assert arm.loc[100, "mean"] == 4.0 and arm.loc[100, "min"] == 3.0 and arm.loc[100, "max"] == 5.0
     assert arm.loc[200, "n"] == 2
     assert band[band["group"] == "other"]["n"].tolist() == [1]
+
+
+def _slower_arm_ablation(arm_budget: int):
+    """pc_layer-shaped ablation: the baseline's loss falls linearly; adamw_pc4 sits 0.1 above it everywhere."""
+    from analysis.ablation import Ablation
+
+    finished, pieces = [], []
+    for seed in ("0", "1", "2"):
+        for arm, offset, budget in (("adamw_baseline", 0.0, 1000), ("adamw_pc4", 0.1, arm_budget)):
+            run_id = f"{arm}-{seed}"
+            tokens = list(range(100, budget + 1, 100))
+            values = [3.0 - t / 1000 + offset + 0.001 * int(seed) for t in tokens]
+            finished.append({"arm": arm, "seed": seed, "run_id": run_id, "metrics.val/loss": values[-1],
+                             "params.budget.total_tokens": str(budget)})
+            pieces.append(pd.DataFrame({"run_id": run_id, "key": "val/loss", "step": [t // 100 - 1 for t in tokens],
+                                        "tokens_seen": tokens, "value": values}))
+    finished = pd.DataFrame(finished)
+    return Ablation("pc_layer", None, "adamw_baseline", ["adamw_baseline", "adamw_pc4"], finished, finished,
+                    pd.concat(pieces, ignore_index=True))
+
+
+def test_an_arm_that_never_reaches_the_target_on_any_seed_does_not_reproduce_a_speedup():
+    from analysis.ablation import verdicts_table
+    from analysis.claims import INCONCLUSIVE, NOT_REPRODUCED, claim_for
+
+    table = verdicts_table(_slower_arm_ablation(arm_budget=1000), claim_for("pc_layer")).set_index(["arm", "metric"])
+    row = table.loc[("adamw_pc4", "speedup")]
+    assert row["verdict"] == NOT_REPRODUCED and "never reached" in row["reason"] and "3 seeds" in row["reason"]
+    # With fewer tokens than the reference needed, not reaching its loss proves nothing: the bound rule applies.
+    short = verdicts_table(_slower_arm_ablation(arm_budget=500), claim_for("pc_layer")).set_index(["arm", "metric"])
+    assert short.loc[("adamw_pc4", "speedup"), "verdict"] == INCONCLUSIVE
