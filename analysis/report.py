@@ -155,7 +155,8 @@ def render_ablation(ab: Ablation, claim: Claim, store: RunStore, out: Path) -> s
     noise = noise_table(ab, metrics)
     speed = speedups_table(ab, claim)
     cost = overhead_table(ab, claim)
-    summary = arm_summary_table(ab, metrics)
+    checked = [c.metric for c in claim.checks if c.metric != "speedup" and c.metric not in metrics]
+    summary = arm_summary_table(ab, [*metrics, *dict.fromkeys(checked)])
     for name, frame in (("verdicts", verdicts), ("effects", effects), ("arm_summary", summary), ("noise_floor", noise),
                         ("speedup", speed), ("overhead", cost), ("runs", _runs_listing(ab))):
         if not frame.empty:
