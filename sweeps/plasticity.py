@@ -281,17 +281,19 @@ DOWNSTREAM = (("plasticity", "max", "the most plasticity (before - after)"),
               ("target_after", "min", "the lowest target loss after fine-tuning"))
 
 
-def _regime_statement(regime: str, group: pd.DataFrame, col: str, direction: str, label: str) -> str:
+def _regime_statement(regime: str, group: pd.DataFrame, col: str, direction: str, label: str,
+                      rows: pd.DataFrame | None = None) -> str:
     group = group.dropna(subset=["base_val_loss_mean", f"{col}_mean"])
     if len(group) < 2:
         return f"- {regime}: fewer than two lambdas with both a base loss and {label}; no comparison."
     best_base = group["base_val_loss_mean"].idxmin()
     best_down = group[f"{col}_mean"].idxmax() if direction == "max" else group[f"{col}_mean"].idxmin()
     lam_base, lam_down = group.at[best_base, "weight_decay"], group.at[best_down, "weight_decay"]
-    n = int(group["n_seeds"].min())
     if best_base == best_down:
+        n = int(group["n_seeds"].min())
         return (f"- {regime}: the same lambda ({lam_base:g}) gives the lowest base val/loss and {label} "
                 f"(means over {n}{'+' if n > 1 else ''} seed(s) per lambda): no decoupling seen.")
+    n = int(min(group.at[best_base, "n_seeds"], group.at[best_down, "n_seeds"]))
     d_loss = group.at[best_down, "base_val_loss_mean"] - group.at[best_base, "base_val_loss_mean"]
     d_down = group.at[best_down, f"{col}_mean"] - group.at[best_base, f"{col}_mean"]
     text = (f"- {regime}: lambda {lam_base:g} has the lowest base val/loss, lambda {lam_down:g} {label}: they "
@@ -306,15 +308,42 @@ def _regime_statement(regime: str, group: pd.DataFrame, col: str, direction: str
     overlap = (_ranges_overlap(group, best_base, best_down, "base_val_loss")
                or _ranges_overlap(group, best_base, best_down, col))
     if overlap:
-        return text + "The seed ranges overlap, so this ordering is within seed noise: not evidence of decoupling."
-    return text + ("The seed ranges of both quantities do not overlap, consistent with the paper's decoupling "
-                   "at this scale (a small-n observation, not a significance test).")
+        text += "The seed ranges overlap, so this ordering is within seed noise: not evidence of decoupling."
+    else:
+        text += ("The seed ranges of both quantities do not overlap, consistent with the paper's decoupling "
+                 "at this scale (a small-n observation).")
+    if rows is not None:
+        text += " " + _paired_sentence(rows[rows["regime"] == regime], lam_base, lam_down, col)
+    return text
 
 
-def decoupling(summary: pd.DataFrame) -> list[str]:
-    """Per regime and downstream measure: does argmin base loss differ from the best-downstream lambda, and
-    is that beyond the seed spread (min-max ranges of both quantities disjoint)?"""
-    return [_regime_statement(regime, group, col, direction, label)
+def _paired_sentence(rows: pd.DataFrame, lam_base: float, lam_down: float, col: str) -> str:
+    """Both differences (lambda_down - lambda_base) paired by seed: seeds share data order and init."""
+    from analysis.stats import compare_paired
+
+    def by_seed(lam: float, quantity: str) -> dict[str, float]:
+        cell = rows[rows["weight_decay"] == lam]
+        return dict(zip(cell["seed"].astype(str), cell[quantity].astype(float)))
+
+    parts, significant = [], []
+    for quantity in ("base_val_loss", col):
+        c = compare_paired(by_seed(lam_down, quantity), by_seed(lam_base, quantity))
+        if c.n < 2:
+            return f"Paired by seed: only {c.n} seed(s) in both cells, no paired test."
+        parts.append(f"{quantity} {c.mean_diff:+.4f} (95% bootstrap CI [{c.ci_low:+.4f}, {c.ci_high:+.4f}], "
+                     f"paired t p = {c.p_t:.3g})")
+        significant.append(c.p_t < 0.05 and c.ci_excludes_zero())
+    verdict = ("both differences are significant (p < 0.05, CI excluding 0): decoupling at this scale"
+               if all(significant) else "not both significant (p < 0.05 with a CI excluding 0): no evidence of "
+               "decoupling at this scale")
+    return f"Paired by seed (n = {c.n}), lambda {lam_down:g} - lambda {lam_base:g}: {'; '.join(parts)}; {verdict}."
+
+
+def decoupling(summary: pd.DataFrame, rows: pd.DataFrame | None = None) -> list[str]:
+    """Per regime and downstream measure: does argmin base loss differ from the best-downstream lambda, is
+    that beyond the seed spread (min-max ranges disjoint), and, given the per-run rows, is each difference
+    significant paired by seed?"""
+    return [_regime_statement(regime, group, col, direction, label, rows)
             for regime, group in summary.groupby("regime", sort=True)
             for col, direction, label in DOWNSTREAM]
 
@@ -346,7 +375,7 @@ def render(experiment: str, recipe: FinetuneRecipe, summary: pd.DataFrame, rows:
         cells = [str(r["regime"]), f"{r['weight_decay']:g}", str(int(r["n_seeds"])), f"{r['tokens']:,.0f}"]
         cells += [_cell(r[f"{c}_mean"], r[f"{c}_sd"]) for c, _ in QUANTITIES]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "## Is the best-loss lambda the most plastic one?", "", *decoupling(summary), ""]
+    lines += ["", "## Is the best-loss lambda the most plastic one?", "", *decoupling(summary, rows), ""]
     missing = rows[rows["finetune_run_id"] == ""]
     if len(missing):
         cells = ", ".join(missing["arm"] + "/" + missing["seed"])

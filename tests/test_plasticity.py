@@ -51,8 +51,16 @@ def test_decoupling_statements_on_known_numbers():
     assert len(separated) == 2  # one line per downstream measure
     assert "lambda 0.1 has the lowest base val/loss, lambda 1 the most plasticity" in separated[0]
     assert "they DIFFER" in separated[0] and "base loss +0.1000, plasticity +0.2000" in separated[0]
-    assert "do not overlap" in separated[0] and "not a significance test" in separated[0]
+    assert "do not overlap" in separated[0] and "a small-n observation" in separated[0]
     assert "lambda 1 the lowest target loss after" in separated[1] and "target_after -0.2000" in separated[1]
+    # Paired by seed: seed s of lambda 1.0 minus seed s of lambda 0.1. Base loss +0.10, +0.10, +0.10 (sd 0)
+    # is not testable by t; with a spread, both shifts consistent across 3 seeds are significant.
+    cells = {0.1: [(2.00, 0.10), (2.02, 0.12), (2.04, 0.11)], 1.0: [(2.10, 0.30), (2.13, 0.33), (2.14, 0.31)]}
+    paired = decoupling(summarize(rows(cells)), rows(cells))
+    assert "Paired by seed (n = 3), lambda 1 - lambda 0.1: base_val_loss +0.1033" in paired[0]
+    assert "both differences are significant" in paired[0] and "decoupling at this scale" in paired[0]
+    cells[1.0][2] = (2.03, 0.05)  # one seed reverses both: neither difference is significant any more
+    assert "not both significant" in decoupling(summarize(rows(cells)), rows(cells))[0]
     noisy = decoupling(summarize(rows({0.1: [(2.00, 0.10), (2.20, 0.40)], 1.0: [(2.10, 0.30), (2.11, 0.31)]})))
     assert "within seed noise: not evidence of decoupling" in noisy[0]
     same = decoupling(summarize(rows({0.1: [(2.0, 0.5)], 1.0: [(2.1, 0.3)]})))
