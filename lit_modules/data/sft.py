@@ -216,7 +216,8 @@ class SFTDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         trainer = getattr(self, "trainer", None)
-        start = trainer.global_step if trainer is not None else 0
+        # Resume from the micro-batch after the last optimizer step (k micro-batches per step).
+        start = trainer.global_step * trainer.accumulate_grad_batches if trainer is not None else 0
         return DataLoader(SFTBatchStream(self.train_set, self.batch_size, self.seed, start), batch_size=None)
 
     def val_dataset(self) -> PromptResponseDataset:
