@@ -32,11 +32,12 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
+from .config import DataConfig
 from .errors import DataError
 from .hf_source import is_heldout_text
 
 IGNORE_INDEX = -100  # torch's cross_entropy default ignore_index
-DEFAULT_TEMPLATE = "Question: {prompt}\nAnswer: "
+DEFAULT_TEMPLATE = DataConfig.prompt_template  # one definition: the `data.prompt_template` default
 METAMATH = {"source": "meta-math/MetaMathQA", "prompt_field": "query", "response_field": "response"}
 
 
