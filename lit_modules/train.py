@@ -172,6 +172,7 @@ def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniq
         **{f"pkg.{k}": v for k, v in repro.package_versions().items()},
         **{f"hw.{k}": v for k, v in repro.hardware().items()},
         **({"ablation.name": cfg.ablation.name, "ablation.arm": cfg.ablation.arm} if cfg.ablation.name else {}),
+        **({"ablation.claim": cfg.ablation.claim} if cfg.ablation.claim else {}),
         **dict(cfg.tags or {}),
     }
     for technique in techniques:

@@ -1,7 +1,12 @@
 """Ablation grids: a preset's arms x paired seeds, run by Hydra multirun under one MLflow parent run.
 
-    python -m sweeps.ablate experiment=<preset> [arms=a,b] [seeds=2,3] [launcher=local_parallel|slurm]
-                            [run overrides]
+    python -m sweeps.ablate experiment=<preset> [arms=a,b] [seeds=2,3] [workers=N] [launcher=slurm]
+                            [report=false] [run overrides]
+
+Cells run in parallel on this machine by default: `workers` processes (default: one per core, at most one
+per cell) with cores / workers threads each (`trainer.num_threads`, unless the preset or the command line
+sets it). A cell's losses depend on its thread count, never on how many cells run beside it, so the same
+cells with the same `trainer.num_threads` give the same results sequentially (`workers=1`) and in parallel.
 
 Cells whose config hash already FINISHED under the parent are skipped, so an interrupted grid is
 finished by running the same command again. `arms=` keeps only some of the preset's arms (their short
@@ -34,6 +39,8 @@ class Grid:
     arms: list[str]
     seeds: list[str]
     launcher: str | None = None
+    workers: int | None = None  # None: one per core (at most one per cell)
+    report: bool = True  # write the report when the grid finishes
     only_arms: list[str] = field(default_factory=list)  # short arm names from `arms=`
     only_seeds: list[str] = field(default_factory=list)  # from `seeds=`
     overrides: list[str] = field(default_factory=list)
@@ -48,6 +55,14 @@ def parse_args(argv: list[str]) -> Grid:
             grid.experiment = value
         elif key == "launcher":
             grid.launcher = value or None
+        elif key == "workers":
+            if not value.isdigit() or int(value) < 1:
+                raise ConfigError(f"workers={value} must be a positive integer.")
+            grid.workers = int(value)
+        elif key == "report":
+            if value.lower() not in ("true", "false"):
+                raise ConfigError(f"report={value} must be true or false.")
+            grid.report = value.lower() == "true"
         elif key in ("arms", "seeds", "seed"):
             key = "seeds" if key == "seed" else key  # seed=0 or seed=0,1: the same as seeds=
             items = [v.strip() for v in value.split(",") if v.strip()]
@@ -110,6 +125,24 @@ def validate_cells(grid: Grid) -> str:
     return name
 
 
+def _threads_per_cell(grid: Grid) -> int | None:
+    """The preset's (or the command line's) trainer.num_threads; None when it leaves torch's default."""
+    return compose_run_config([f"experiment={grid.experiment}", f"+arm={grid.arms[0]}", *grid.overrides]).trainer.num_threads
+
+
+def launch_overrides(grid: Grid, threads: int | None) -> list[str]:
+    """Hydra launcher overrides: an explicit launcher as given; else local worker processes x threads."""
+    if grid.launcher and grid.launcher != "local_parallel":
+        return [f"hydra/launcher={grid.launcher}"]  # e.g. slurm: the cluster decides
+    cores = os.cpu_count() or 1
+    cells = len(grid.arms) * len(grid.seeds)
+    workers = min(grid.workers or max(1, cores // (threads or 1)), cells)
+    if workers <= 1:
+        return []  # Hydra's basic launcher: cells one after another in one process
+    extra = [] if threads else [f"trainer.num_threads={max(1, cores // workers)}"]
+    return ["hydra/launcher=local_parallel", f"hydra.launcher.n_jobs={workers}", *extra]
+
+
 def open_parent(client: MlflowClient, grid: Grid, experiment_name: str) -> str:
     experiment_id = get_or_create_experiment(client, experiment_name, grid.runs_dir)
     found = client.search_runs(
@@ -129,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         grid = parse_args(sys.argv[1:] if argv is None else argv)
         read_grid(grid)
         experiment_name = validate_cells(grid)
+        threads = _threads_per_cell(grid)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -145,8 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         command.append(f"+arm={','.join(grid.arms)}")  # the command line wins over the preset's sweep params
     if grid.only_seeds:
         command.append(f"seed={','.join(grid.seeds)}")
-    if grid.launcher:
-        command.append(f"hydra/launcher={grid.launcher}")
+    command += launch_overrides(grid, threads)
     status = "FAILED"
     try:
         code = subprocess.run(command, env={**os.environ}).returncode
@@ -156,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         raise
     finally:
         client.set_terminated(parent, status=status)
-    if status == "FINISHED":
+    if status == "FINISHED" and grid.report:
         try:
             from analysis.report import write_report
 

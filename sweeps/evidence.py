@@ -1,0 +1,215 @@
+"""The evidence ledger's driver: run each paper's evidence protocol, export what it measured, report, ledger.
+
+    python -m sweeps.evidence [papers=wisca,pc_layer,...] [workers=N] [runs_dir=runs] [results_dir=results]
+
+For each paper, `conf/evidence/<paper>.yaml` names the run preset (`conf/experiment/evidence/<paper>.yaml`)
+and the blocks of cells it runs (arms x seeds; headline arms get more seeds). Every block goes through
+the ablation driver under ONE MLflow parent per preset, cells in parallel on this machine; cells already
+FINISHED are skipped, so an interrupted `make evidence` is finished by running it again. A spec may name
+a fine-tuning recipe: every finished base is then fine-tuned with it (in parallel, skipping done ones).
+Then the grid is exported to `results/<paper>/` (CSV measurements + provenance), the report is written
+there from those files alone, and `RESULTS.md` is regenerated from every `results/*/`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from lit_modules.config.errors import ConfigError
+from sweeps.compose import CONF_DIR
+
+SPEC_DIR = CONF_DIR / "evidence"
+REPO = CONF_DIR.parent
+
+
+@dataclass(frozen=True)
+class Block:
+    arms: tuple[str, ...]
+    seeds: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class EvidenceSpec:
+    paper: str
+    preset: str
+    blocks: tuple[Block, ...]
+    finetune: str | None = None
+
+    def cells(self) -> int:
+        return sum(len(b.arms) * len(b.seeds) for b in self.blocks)
+
+
+@dataclass
+class EvidenceArgs:
+    papers: list[str] = field(default_factory=list)
+    workers: int | None = None
+    runs_dir: str = "runs"
+    results_dir: str = "results"
+    overrides: list[str] = field(default_factory=list)
+
+
+def known_papers() -> list[str]:
+    return sorted(p.stem for p in SPEC_DIR.glob("*.yaml"))
+
+
+def load_spec(paper: str) -> EvidenceSpec:
+    path = SPEC_DIR / f"{paper}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"There is no evidence protocol '{paper}' in conf/evidence/ (known: {', '.join(known_papers())}).")
+    raw = OmegaConf.to_container(OmegaConf.load(path))
+    unknown = set(raw) - {"preset", "blocks", "finetune"}
+    if unknown:
+        raise ConfigError(f"conf/evidence/{paper}.yaml has unknown key(s) {', '.join(sorted(unknown))} "
+                          "(allowed: preset, blocks, finetune).")
+    blocks = []
+    for i, block in enumerate(raw.get("blocks") or []):
+        if set(block) != {"arms", "seeds"} or not block["arms"] or not block["seeds"]:
+            raise ConfigError(f"conf/evidence/{paper}.yaml block {i + 1} needs non-empty 'arms' and 'seeds' lists.")
+        blocks.append(Block(tuple(str(a) for a in block["arms"]), tuple(int(s) for s in block["seeds"])))
+    if not blocks or not raw.get("preset"):
+        raise ConfigError(f"conf/evidence/{paper}.yaml must name a 'preset' and at least one block.")
+    return EvidenceSpec(paper, str(raw["preset"]), tuple(blocks), raw.get("finetune"))
+
+
+def parse_args(argv: list[str]) -> EvidenceArgs:
+    args = EvidenceArgs()
+    for word in argv:
+        key, sep, value = word.partition("=")
+        if not sep:
+            raise ConfigError(f"Arguments are key=value words; {word!r} is not one.")
+        if key in ("papers", "PAPERS"):
+            args.papers = [p.strip() for p in value.split(",") if p.strip()]
+        elif key == "workers":
+            if not value.isdigit() or int(value) < 1:
+                raise ConfigError(f"workers={value} must be a positive integer.")
+            args.workers = int(value)
+        elif key == "results_dir":
+            args.results_dir = value
+        else:
+            if key == "runs_dir":
+                args.runs_dir = value
+            args.overrides.append(word)
+    args.papers = args.papers or known_papers()
+    return args
+
+
+def block_argv(spec: EvidenceSpec, block: Block, args: EvidenceArgs) -> list[str]:
+    """The ablation driver's arguments for one block (its arms x seeds join the preset's one parent)."""
+    argv = [f"experiment={spec.preset}", f"arms={','.join(block.arms)}", f"seeds={','.join(map(str, block.seeds))}",
+            "report=false", *args.overrides]
+    if args.workers is not None:
+        argv.append(f"workers={args.workers}")
+    return argv
+
+
+def check_all(specs: list[EvidenceSpec], args: EvidenceArgs) -> None:
+    """Every block's arms exist and every cell composes and validates, before any paper runs."""
+    from sweeps.ablate import parse_args as ablate_args
+    from sweeps.ablate import read_grid, validate_cells
+
+    for spec in specs:
+        for block in spec.blocks:
+            grid = ablate_args(block_argv(spec, block, args))
+            read_grid(grid)
+            validate_cells(grid)
+        if spec.finetune:
+            from lit_modules.finetune import load_recipe
+
+            load_recipe(spec.finetune)
+
+
+def _finetune_one(base_run_id: str, recipe_name: str, runs_dir: str) -> str:
+    """One fine-tune in a worker process with one thread (cores are shared with the other workers)."""
+    import torch
+
+    from lit_modules.finetune import finetune
+
+    torch.set_num_threads(1)
+    return finetune(base_run_id, recipe_name, runs_dir, overrides=["trainer.num_threads=1"]).line()
+
+
+def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> int:
+    """Fine-tune every finished base of the preset's grid that lacks this recipe's fine-tune; failures count."""
+    from lit_modules.finetune import load_recipe
+    from lit_modules.tracking.store import tracking_uri
+    from mlflow.tracking import MlflowClient
+    from sweeps.plasticity import base_runs, find_parent, finished_finetune
+
+    client = MlflowClient(tracking_uri(None, args.runs_dir))
+    recipe = load_recipe(spec.finetune)
+    parent = find_parent(client, spec.preset)
+    bases = base_runs(client, parent) if parent is not None else []
+    todo = [b.info.run_id for b in bases if finished_finetune(client, b, recipe) is None]
+    print(f"[{spec.paper}] fine-tuning {len(todo)} of {len(bases)} base runs with recipe '{spec.finetune}' "
+          f"({workers} workers x 1 thread)", flush=True)
+    failed = 0
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(_finetune_one, run_id, spec.finetune, args.runs_dir): run_id for run_id in todo}
+        for future in as_completed(futures):
+            try:
+                print(f"  {future.result()}", flush=True)
+            except Exception as err:  # noqa: BLE001 - one failing base must not stop the others
+                print(f"  fine-tune of {futures[future]} failed: {type(err).__name__}: {err}", file=sys.stderr)
+                failed += 1
+    return failed
+
+
+def default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
+    from sweeps.ablate import main as ablate
+
+    started = time.time()
+    print(f"[{spec.paper}] {spec.cells()} cells in {len(spec.blocks)} blocks of preset {spec.preset}", flush=True)
+    failed = 0
+    for block in spec.blocks:
+        code = ablate(block_argv(spec, block, args))
+        if code == 2:
+            return 2
+        failed += code != 0
+    if spec.finetune:
+        failed += finetune_bases(spec, args, args.workers or default_workers())
+    wall = time.time() - started
+    from analysis.evidence import publish
+
+    out = publish(spec.preset, Path(args.results_dir) / spec.paper, runs_dir=args.runs_dir, command=command,
+                  wall_time_s=wall, workers=args.workers or default_workers(), threads_per_worker=1)
+    print(f"[{spec.paper}] report: {out} ({wall / 60:.1f} min)", flush=True)
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = parse_args(argv)
+        specs = [load_spec(p) for p in args.papers]
+        check_all(specs, args)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    command = shlex.join(["python", "-m", "sweeps.evidence", *argv])
+    codes = []
+    for spec in specs:
+        code = run_paper(spec, args, command)
+        if code == 2:
+            return 2
+        codes.append(code)
+    from analysis.ledger import write_ledger
+
+    print(f"ledger: {write_ledger(Path(args.results_dir), REPO / 'RESULTS.md')}")
+    return 1 if any(codes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
