@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from lit_modules.build import build_data, build_model, build_module, build_techniques
 from lit_modules.config.budget import compute_budget
 from lit_modules.config.validate import validate
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 
 
 class _StepTimer(L.Callback):

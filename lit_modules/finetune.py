@@ -39,11 +39,13 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from lit_modules.config.composition import override_error_sentence
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.schema import AblationConfig, Config, RegimeConfig, ScheduleConfig
 from lit_modules.data import DataConfig, DataError, TokenizerConfig
 from lit_modules.resume import CHECKPOINT_DIR_TAG, CONFIG_SIDECAR
-from lit_modules.tracking.store import tracking_uri
+from lit_modules.tracking.store import resolve_tracking_uri, tracking_uri
+from lit_modules.tracking.store_check import check_store
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 DEFAULT_RECIPE = "python_docs"
@@ -128,6 +130,7 @@ def open_store(runs_dir: str) -> MlflowClient:
             f"There is no MLflow store under {Path(runs_dir).resolve()}; "
             "pass runs_dir=<the folder the base run was trained in>."
         )
+    check_store(resolve_tracking_uri(None, runs_dir))
     return MlflowClient(tracking_uri(None, runs_dir))
 
 
@@ -255,8 +258,29 @@ def finetune_config(
         try:
             cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(overrides))
         except OmegaConfBaseException as err:
-            raise ConfigError(f"Bad override for the fine-tune run: {str(err).splitlines()[0]}") from None
+            raise ConfigError(override_error_sentence(err)) from None
     return cfg
+
+
+def check_run_overrides(overrides: Iterable[str]) -> None:
+    """Refuse, before the store is opened, what no base run's config could take.
+
+    A fine-tune's config is its base run's recorded one, so a group (pc=, model=, ...) cannot be swapped
+    in; keys and types are checked against the schema here (a technique's own keys, which only the base
+    run's config has, when the fine-tune config is made).
+    """
+    overrides = list(overrides)
+    for word in overrides:
+        key = word.split("=", 1)[0]
+        if "." not in key and (CONF_DIR / key).is_dir():
+            raise ConfigError(
+                f"{word} selects a config group, but a fine-tune keeps its base run's config; "
+                "change single keys (e.g. optim.weight_decay=0.1) or the recipe (finetune.<field>=...)."
+            )
+    try:
+        OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.from_dotlist(overrides))
+    except OmegaConfBaseException as err:
+        raise ConfigError(override_error_sentence(err)) from None
 
 
 # --- before/after measurement -----------------------------------------------------------------------
@@ -400,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = sys.argv[1:] if argv is None else argv
         base, recipe_name, runs_dir, recipe_overrides, overrides = parse_args(argv)
         recipe = load_recipe(recipe_name, recipe_overrides)
+        check_run_overrides(overrides)
         result = finetune(base, recipe, runs_dir, overrides)
     except (ConfigError, DataError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -52,7 +52,7 @@ def record_case(name: str, runs_dir: Path) -> dict:
     from mlflow.tracking import MlflowClient
 
     from lit_modules.train import run
-    from sweeps.compose import compose_run_config
+    from lit_modules.config.composition import compose_run_config
 
     overrides = [*COMMON, *CASES[name], f"runs_dir={runs_dir}"]
     result = run(compose_run_config(overrides))

@@ -4,18 +4,22 @@
     python -m lit_modules.train -m optim.lr=1e-3,3e-3      # Hydra multirun
     python -m lit_modules.train dry_run=true               # sizes, FLOPs, budget, ETA; no run opened
     python -m lit_modules.train resume=<run id | ckpt>     # continue the same MLflow run exactly
+
+A single run is composed with Hydra's Compose API and never enters Hydra's run mode (whose output folder
+would exist before any check); `-m` goes through @hydra.main once every job composes.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NoReturn
 
 import hydra
 import lightning as L
@@ -27,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from lit_modules.build import build_callbacks, build_data, build_model, build_module, build_techniques, build_trainer
 from lit_modules.callbacks.run_record import RunRecord
 from lit_modules.config.budget import Budget, compute_budget
+from lit_modules.config.composition import compose_multirun_jobs, compose_run_config
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.schema import register_schema
 from lit_modules.config.validate import validate
@@ -36,7 +41,8 @@ from lit_modules.resume import CHECKPOINT_DIR_TAG, CONFIG_SIDECAR, find_checkpoi
 from lit_modules.tracking import repro
 from lit_modules.tracking.lightning_logger import MlflowRunLogger
 from lit_modules.tracking.run_lifecycle import flatten, open_run, reopen_run, run_lifecycle, set_tags
-from lit_modules.tracking.store import get_or_create_experiment, tracking_uri
+from lit_modules.tracking.store import get_or_create_experiment, resolve_tracking_uri, tracking_uri
+from lit_modules.tracking.store_check import check_store
 
 # Run-management fields: they change how a run is driven, not what it computes.
 NOT_IDENTITY = ("dry_run", "resume", "logger", "runs_dir", "parent_run_id", "tags", "diagnostics", "eval")
@@ -99,23 +105,27 @@ def run(
     """One training run. Raises ConfigError/DataError before any run is opened when input is bad.
 
     `on_opened` receives the MLflow run id as soon as the run exists (sweep drivers tag it afterwards).
+    The store is checked first but touched only when needed: a refusal or a dry run leaves no store behind.
     """
-    uri = tracking_uri(cfg.logger.tracking_uri, cfg.runs_dir)
-    client = MlflowClient(uri)
+    uri = resolve_tracking_uri(cfg.logger.tracking_uri, cfg.runs_dir)
+    store = _store_client(cfg.logger.tracking_uri, cfg.runs_dir)
     resume_target = None
     if cfg.resume:
-        resume_target = resolve_resume(cfg, client, cli_overrides)
+        check_store(uri)
+        resume_target = resolve_resume(cfg, store(), cli_overrides)
         cfg = resume_target.config
     cfg = validate(cfg)
     budget = compute_budget(cfg)
     if cfg.dry_run:
         print(describe(cfg, budget))
         return RunResult(None, "DRY_RUN", budget=budget)
+    if resume_target is None:
+        check_store(uri)  # before data and model are built: a store that cannot be used fails in seconds
 
     resolved = OmegaConf.to_container(cfg, resolve=True)
     config_hash = repro.config_hash(identity_of(resolved))
     if resume_target is None and cfg.ablation.skip_finished and cfg.parent_run_id:
-        done = _finished_twin(client, cfg.parent_run_id, config_hash)
+        done = _finished_twin(store(), cfg.parent_run_id, config_hash)
         if done is not None:
             print(f"skipping: run {done.info.run_id} under this parent already finished this config ({config_hash})")
             metrics = {k: float(v) for k, v in done.data.metrics.items()}
@@ -127,6 +137,7 @@ def run(
     techniques = build_techniques(cfg)
     data = build_data(cfg)
     model, init_stds = build_model(cfg, techniques)
+    client = store()
     if cfg.init_from:
         load_weights(model, find_checkpoint(str(cfg.init_from), client))
 
@@ -159,6 +170,11 @@ def run(
             metrics.update(_evaluate(cfg, module, techniques, data, client, run_id, budget.steps))
     status = "KILLED" if _paused(cfg, budget) else "FINISHED"
     return RunResult(run_id, status, metrics, budget, config_hash)
+
+
+def _store_client(configured: str | None, runs_dir: str) -> Callable[[], MlflowClient]:
+    """The MLflow client, made on first use: making it creates a local store (and its folder)."""
+    return functools.cache(lambda: MlflowClient(tracking_uri(configured, runs_dir)))
 
 
 def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniques) -> str:
@@ -253,13 +269,16 @@ def _in_multirun() -> bool:
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float | None:
+    return _run_and_report(cfg, _cli_overrides(), multirun=_in_multirun())
+
+
+def _run_and_report(cfg: DictConfig, overrides: list[str], multirun: bool) -> float | None:
     try:
-        result = run(cfg, cli_overrides=_cli_overrides())
+        result = run(cfg, cli_overrides=overrides)
     except (ConfigError, DataError, EvalError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        _refuse(err)
     except Exception as err:  # noqa: BLE001
-        if not _in_multirun():
+        if not multirun:
             raise
         # One failed cell (e.g. a diverging arm) must not abort the grid; MLflow already says FAILED.
         print(f"cell failed: {type(err).__name__}: {err}", file=sys.stderr)
@@ -271,9 +290,37 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     return val
 
 
+def _refuse(err: Exception) -> NoReturn:
+    print(f"error: {err}", file=sys.stderr)
+    sys.exit(2)
+
+
+MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
 def main() -> None:
+    """A single run is composed here and never enters Hydra's run mode, which makes its output folder
+    before any check could refuse the input; a `-m` grid goes to Hydra once every job composes.
+    Hydra's own flags (--help, --cfg job, --info, -cn ...) hand the whole command line to Hydra.
+    """
     register_schema()
-    _hydra_main()
+    argv = sys.argv[1:]
+    overrides = [arg for arg in argv if arg not in MULTIRUN_FLAGS]
+    if any(arg.startswith("-") for arg in overrides):
+        _hydra_main()
+        return
+    multirun = len(overrides) < len(argv)
+    try:
+        if multirun:
+            compose_multirun_jobs(overrides)
+        else:
+            cfg = compose_run_config(overrides)
+    except ConfigError as err:
+        _refuse(err)
+    if multirun:
+        _hydra_main()
+    else:
+        _run_and_report(cfg, overrides, multirun=False)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ from omegaconf import OmegaConf
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
 from lit_modules.tracking.run_lifecycle import open_run, reopen_run
-from lit_modules.tracking.store import get_or_create_experiment, tracking_uri
+from lit_modules.tracking.store import get_or_create_experiment, resolve_tracking_uri, tracking_uri
+from lit_modules.tracking.store_check import check_store
 from sweeps.compose import CONF_DIR, compose_run_config
 
 ROLE_TAG = "ablation.role"
@@ -163,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         read_grid(grid)
         experiment_name = validate_cells(grid)
         threads = _threads_per_cell(grid)
+        check_store(resolve_tracking_uri(None, grid.runs_dir))
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -1,20 +1,9 @@
-"""Compose a run's config with Hydra from the repository's `conf/` plus override strings."""
+"""Compose a run's config with Hydra from the repository's `conf/` plus override strings.
 
-from __future__ import annotations
+The one home of composition (and of its error sentences) is lit_modules.config.composition; the sweep
+drivers and tests import it from here as before.
+"""
 
-from pathlib import Path
+from lit_modules.config.composition import CONF_DIR, compose_run_config
 
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig
-
-from lit_modules.config.schema import register_schema
-
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-
-
-def compose_run_config(overrides: list[str]) -> DictConfig:
-    register_schema()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+__all__ = ["CONF_DIR", "compose_run_config"]

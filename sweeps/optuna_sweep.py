@@ -26,7 +26,8 @@ from omegaconf import open_dict
 from lit_modules.config.errors import ConfigError
 from lit_modules.data import DataError
 from lit_modules.tracking.run_lifecycle import flatten, open_run, reopen_run, set_tags
-from lit_modules.tracking.store import get_or_create_experiment, tracking_uri
+from lit_modules.tracking.store import get_or_create_experiment, resolve_tracking_uri, tracking_uri
+from lit_modules.tracking.store_check import check_store
 from lit_modules.train import run
 from sweeps.compose import compose_run_config
 from sweeps.pruning import OptunaPruning, TrialPruned
@@ -256,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             from lit_modules.config.validate import validate
 
             validate(compose_run_config([*cfg.overrides, *inv.run_overrides]))
+            check_store(resolve_tracking_uri(None, cfg.runs_dir))  # before the study and its folder exist
     except (ConfigError, DataError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

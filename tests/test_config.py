@@ -6,8 +6,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra.errors import ConfigCompositionException
-from omegaconf.errors import OmegaConfBaseException
 
 from conftest import REPO, all_runs, tiny_overrides
 from lit_modules.config.errors import ConfigError
@@ -69,7 +67,7 @@ BAD = [
     (["optim.lr=0"], "learning rate must be positive"),
     (["schedule.name=linear"], "schedule.name must be one of"),
     (["regime=steps"], "no length"),
-    (["regime=tokens", "regime.tokens=100"], "smaller than one optimizer step"),
+    (["regime=tokens", "regime.tokens=100"], "The token budget (100 tokens) is smaller than one optimizer step"),
     (["data.seq_len=512"], "exceeds model.max_seq_len"),
     (["optim.wd_exclude=embeddings"], "optim.wd_exclude must be one of"),
     (["regime.tokens=5000"], "not both"),
@@ -98,9 +96,9 @@ def test_bad_config_rejected_before_any_run(overrides, fragment, runs_dir: Path)
 
 @pytest.mark.parametrize("override", ["model.d_model=wide", "optim.no_such_knob=1"])
 def test_unknown_keys_and_wrong_types_rejected_at_composition(override: str) -> None:
-    with pytest.raises((ConfigCompositionException, OmegaConfBaseException)) as err:
+    with pytest.raises(ConfigError) as err:
         compose_run_config([override])
-    assert override.split("=")[0] in str(err.value) or "wide" in str(err.value)
+    assert override.split("=")[0] in str(err.value) and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("override,key", [("+no_such_key=1", "no_such_key"), ("+optim.momentum=0.9", "optim.momentum")])
@@ -145,7 +143,7 @@ def test_dry_run_prints_budget_and_opens_no_run(runs_dir: Path, capsys) -> None:
     for word in ("parameters", "FLOPs/token", "budget", "steps", "ETA"):
         assert word in out
     assert result.budget.total_tokens == result.budget.steps * result.budget.tokens_per_step
-    assert all_runs(runs_dir) == []
+    assert not runs_dir.exists()  # not even an empty MLflow store
 
 
 def test_budget_matches_tokens_per_parameter() -> None:

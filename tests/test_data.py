@@ -425,11 +425,12 @@ def test_val_windows_are_fixed_spread_and_heldout_only(datamodule, shards):
     assert len(batches) == 3 and torch.equal(batches[0][0], list(datamodule.val_dataloader())[0][0])
 
 
-def test_too_small_heldout_split_is_one_sentence(shards):
-    module = LMDataModule(shards, seq_len=SEQ_LEN, batch_size=10_000, seed=0, val_batches=100)
+def test_too_small_heldout_split_is_refused_when_the_datamodule_is_built(shards):
+    # Built before any run opens (build_data), so the refusal comes before a run, not at the first validation.
     with pytest.raises(DataError) as error:
-        module.val_dataset()
+        LMDataModule(shards, seq_len=SEQ_LEN, batch_size=10_000, seed=0, val_batches=100)
     assert_one_sentence(str(error.value))
+    assert "data.val_batches" in str(error.value)
 
 
 def test_state_dict_refuses_different_data(datamodule, corpus):

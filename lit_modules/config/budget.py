@@ -20,6 +20,7 @@ class Budget:
     warmup_steps: int
     flops_per_token: float
     tokens_per_param: float  # achieved, against the count the regime names
+    requested_tokens: int | None = None  # what the regime asked for, before rounding down to whole steps
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -74,4 +75,5 @@ def compute_budget(cfg) -> Budget:
         warmup_steps=min(warmup, steps),
         flops_per_token=float(fpt),
         tokens_per_param=total_tokens / max(counted, 1),
+        requested_tokens=tokens,
     )

@@ -130,14 +130,13 @@ def check_schema(cfg: DictConfig) -> None:
     """Hydra lets `+key=value` add keys the schema lacks; merging back into the schema catches them."""
     from omegaconf.errors import ConfigKeyError, ValidationError
 
+    from lit_modules.config.composition import override_error_sentence
     from lit_modules.config.schema import Config
 
     try:
         OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.to_container(cfg, resolve=False))
-    except ConfigKeyError as err:
-        raise ConfigError(f"Unknown config key '{err.full_key}'; check its spelling against conf/.") from None
-    except ValidationError as err:
-        raise ConfigError(f"Config value for '{err.full_key}' has the wrong type: {err.msg}") from None
+    except (ConfigKeyError, ValidationError) as err:
+        raise ConfigError(override_error_sentence(err)) from None
 
 
 def validate(cfg: DictConfig) -> DictConfig:
@@ -160,7 +159,7 @@ def validate(cfg: DictConfig) -> DictConfig:
         budget = compute_budget(cfg)
         if budget.steps < 1:
             problems.append(
-                f"The token budget ({budget.total_tokens} tokens) is smaller than one optimizer step "
+                f"The token budget ({budget.requested_tokens} tokens) is smaller than one optimizer step "
                 f"({budget.tokens_per_step} tokens); raise the budget or shrink the batch."
             )
         stop = cfg.trainer.stop_after_steps

@@ -35,12 +35,7 @@ class TrainWindowStream(IterableDataset):
         start_micro_batch: int = 0,
     ):
         super().__init__()
-        n_starts = len(tokens) - seq_len  # a window needs seq_len + 1 tokens
-        if n_starts < 1:
-            raise DataError(
-                f"The training split has {len(tokens)} tokens, too few for one window of {seq_len + 1}; "
-                "lower data.seq_len."
-            )
+        n_starts = train_window_count(len(tokens), seq_len)
         self.tokens, self.seq_len, self.batch_size, self.seed = tokens, seq_len, batch_size, seed
         self.rank, self.world_size, self.accumulate = rank, world_size, accumulate
         self.start_micro_batch, self.n_starts = start_micro_batch, n_starts
@@ -61,16 +56,34 @@ class TrainWindowStream(IterableDataset):
             micro_batch += 1
 
 
+def train_window_count(n_tokens: int, seq_len: int) -> int:
+    """Where a training window can start (it needs seq_len + 1 tokens); DataError if nowhere."""
+    n_starts = n_tokens - seq_len
+    if n_starts < 1:
+        raise DataError(
+            f"The training split has {n_tokens} tokens, too few for one window of {seq_len + 1}; "
+            "lower data.seq_len."
+        )
+    return n_starts
+
+
+def heldout_window_starts(n_tokens: int, seq_len: int, count: int) -> np.ndarray:
+    """`count` non-overlapping validation window starts; DataError if the held-out split is too short."""
+    starts = evenly_spaced_starts(n_tokens, seq_len + 1, count)
+    if starts is None:
+        raise DataError(
+            f"The held-out split has {n_tokens} tokens, too few for {count} separate windows of "
+            f"{seq_len + 1} (data.val_batches x data.batch_size); "
+            "lower data.val_batches, data.batch_size or data.seq_len."
+        )
+    return starts
+
+
 class HeldoutWindows(Dataset):
     """`count` fixed windows (x, y) spread evenly over the held-out tokens."""
 
     def __init__(self, tokens: np.ndarray, seq_len: int, count: int):
-        starts = evenly_spaced_starts(len(tokens), seq_len + 1, count)
-        if starts is None:
-            raise DataError(
-                f"The held-out split has {len(tokens)} tokens, too few for {count} separate windows of "
-                f"{seq_len + 1}; lower data.val_batches, data.batch_size or data.seq_len."
-            )
+        starts = heldout_window_starts(len(tokens), seq_len, count)
         self.tokens, self.seq_len, self.starts = tokens, seq_len, starts
 
     def __len__(self) -> int:
@@ -96,6 +109,9 @@ class LMDataModule(L.LightningDataModule):
         self.shards = shards
         self.seq_len, self.batch_size, self.seed = seq_len, batch_size, seed
         self.accumulate_grad_batches, self.val_batches = accumulate_grad_batches, val_batches
+        # From the shard sizes alone, so a split too short for these settings is refused before a run opens.
+        train_window_count(shards.n_tokens("train"), seq_len)
+        heldout_window_starts(shards.n_tokens("heldout"), seq_len, val_batches * batch_size)
 
     # --- layout -------------------------------------------------------------------------------
     def _rank_and_world(self) -> tuple[int, int]:

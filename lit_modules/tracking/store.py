@@ -8,15 +8,22 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 
-def tracking_uri(configured: str | None, runs_dir: str) -> str:
-    """Config beats the environment, the environment beats the local default."""
+def resolve_tracking_uri(configured: str | None, runs_dir: str) -> str:
+    """Config beats the environment, the environment beats the local default; nothing is created."""
     if configured:
         return configured
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
-    path = Path(runs_dir).resolve()
-    path.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{path / 'mlflow.db'}"
+    return f"sqlite:///{Path(runs_dir).resolve() / 'mlflow.db'}"
+
+
+def tracking_uri(configured: str | None, runs_dir: str) -> str:
+    """resolve_tracking_uri, with the local default's folder made so that a client can create the store."""
+    uri = resolve_tracking_uri(configured, runs_dir)
+    folder = Path(runs_dir).resolve()
+    if uri == f"sqlite:///{folder / 'mlflow.db'}":
+        folder.mkdir(parents=True, exist_ok=True)
+    return uri
 
 
 def artifact_root(runs_dir: str) -> str:
