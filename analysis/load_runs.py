@@ -199,6 +199,17 @@ class RunStore:
                 local = Path(self.client.download_artifacts(run_id, artifact_path, str(local.parent)))
         return local
 
+    def list_files(self, run_id: str, path: str | None = None) -> list[str]:
+        """Every artifact file under `path` (recursively); empty when the artifact store cannot be read."""
+        files: list[str] = []
+        try:
+            entries = self.client.list_artifacts(run_id, path)
+        except Exception:  # noqa: BLE001 - an unreachable artifact store: nothing to show
+            return files
+        for entry in entries:
+            files += self.list_files(run_id, entry.path) if entry.is_dir else [entry.path]
+        return files
+
     def find_artifacts(self, run_id: str, file_name: str, path: str | None = None, depth: int = 3) -> list[str]:
         """Artifact paths (relative to the run's root) whose file name is `file_name`, searched `depth` deep."""
         found: list[str] = []

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from analysis.stats import bootstrap_ci, compare_paired, noise_floor, paired_t, sign_flip_p
+from analysis.stats import bootstrap_ci, compare_paired, paired_t, seed_noise, sign_flip_p
 
 
 def test_known_shift_is_detected_with_the_right_sign_and_a_covering_interval():
@@ -76,9 +76,9 @@ def test_only_seeds_present_in_both_arms_are_paired():
     assert c.mean_diff == pytest.approx(0.75)
 
 
-def test_noise_floor_is_the_seed_sd_and_the_power_formula():
-    floor = noise_floor([1.0, 2.0, 3.0])
+def test_seed_noise_is_the_seed_sd_and_the_power_formula_mdd():
+    floor = seed_noise([1.0, 2.0, 3.0])
     assert floor.n == 3 and floor.sd == pytest.approx(1.0)
     # (t_0.975,2 + t_0.8,2) * sqrt(2) * sd / sqrt(3), with t_0.975,2 = 4.302653, t_0.8,2 = 1.060660
-    assert floor.min_detectable == pytest.approx((4.302653 + 1.060660) * math.sqrt(2) / math.sqrt(3), rel=1e-5)
-    assert math.isnan(noise_floor([1.0]).sd)
+    assert floor.mdd == pytest.approx((4.302653 + 1.060660) * math.sqrt(2) / math.sqrt(3), rel=1e-5)
+    assert math.isnan(seed_noise([1.0]).sd)
