@@ -137,7 +137,12 @@ def plot_effects(table: pd.DataFrame, metric: str, path: Path, title: str) -> Pa
     if rows.empty:
         return None
     fig, axes = _figure(1, 1, width=7.5, height=2.2 + 0.45 * len(rows))
-    ax = axes[0][0]
+    draw_effects(axes[0][0], rows, metric, title)
+    return _save(fig, path)
+
+
+def draw_effects(ax, rows: pd.DataFrame, metric: str, title: str) -> None:
+    """The forest plot of `plot_effects` on one axes (rows of an effects table for one metric)."""
     y = np.arange(len(rows))[::-1]
     diff = rows["diff"].to_numpy(dtype=float)
     enough = rows["n"].to_numpy() >= MIN_SEEDS
@@ -159,7 +164,6 @@ def plot_effects(table: pd.DataFrame, metric: str, path: Path, title: str) -> Pa
     better = rows["better"].iloc[0]
     ax.set_xlabel(f"{metric}: arm - reference, paired by seed ({better} is better)")
     ax.set_title(f"{title}\n({legend})", fontsize=9)
-    return _save(fig, path)
 
 
 # ---------------------------------------------------------------------------------------- generic trajectories
