@@ -124,3 +124,16 @@ def test_a_failed_export_leaves_the_previous_one_untouched(ablation, exported, m
         write_results_data(ab, folder)
     assert {p.name: p.read_bytes() for p in (folder / "data").iterdir() if p.is_file()} == before
     assert [p.name for p in folder.iterdir() if p.name.startswith(".")] == []
+
+
+def test_the_ledger_reads_the_real_export_one_row_per_rung(exported, tmp_path):
+    from analysis.ledger import write_ledger
+
+    shutil.copytree(exported.parent, tmp_path / "results" / "smoke")
+    text = write_ledger(tmp_path / "results", tmp_path / "RESULTS.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| `smoke`")]
+    assert len(rows) == 2
+    assert "`no_decay` vs `baseline` on `val/loss` |" in rows[0] and "107k non-emb." in rows[0]
+    assert "`no_decay@x2` vs `baseline@x2` on `val/loss`, `x2`" in rows[1] and "279k non-emb." in rows[1]
+    assert "[report](results/smoke/report.md)" in rows[0]
+    assert "(`smoke/`): commit `" in text and "wall time 12 s" in text
