@@ -44,7 +44,7 @@ from analysis.stats import PairedComparison, SeedNoise, compare_paired, holm_adj
 TRAIN_TAIL = 5  # logged train/loss values (one micro-batch each) averaged into a run's final train loss
 TRAIN_LOSS = "train/loss (last 5 logged)"
 PERF_KEYS = ("perf/tokens_per_s", "perf/step_time_s")  # read to derive SECONDS_PER_TOKEN, then dropped
-CURVE_KEYS = ("val/loss", "val/bits_per_byte", "train/loss", *PERF_KEYS)
+CURVE_KEYS = ("val/loss", "train/loss", *PERF_KEYS)  # val/bits_per_byte: only its final value is reported
 CURVE_PREFIXES = (
     "diag/gmcn/", "diag/stable_rank/mean/", "diag/condensation/mean_abs_cos/mean/", "diag/attention_sink/",
     "wisca/", "mols/",
@@ -58,7 +58,7 @@ TUNED_VARIANT = "tuned"
 # What a report reads of a run; the rest of MLflow's record (hundreds of config params, package versions)
 # stays in the store. Exact keys or prefixes (ending in "." or "/").
 RUN_COLUMNS = ("run_id", "run_name", "status", "start_time", "end_time")
-KEEP_PARAMS = ("ablation.baseline", "budget.", "model.name", "optim.name", "optim.lr", "optim.weight_decay",
+KEEP_PARAMS = ("ablation.baseline", "ablation.claim", "budget.", "model.name", "optim.name", "optim.lr", "optim.weight_decay",
                "regime.", "trainer.num_threads", "trainer.max_steps", "data.seq_len", "data.batch_size", "seed")
 KEEP_TAGS = ("seed", "ablation.", "config_hash", "git_commit", "git_dirty", "end_reason", "hw.cpu_threads",
              "hw.platform", "fidelity.", "finetune.")
@@ -123,12 +123,13 @@ class Ablation:
 
     @property
     def claim_key(self) -> str:
-        """The claim this ablation tests: tag `ablation.claim` of the parent or a child, else its name."""
+        """The claim this ablation tests: `ablation.claim` as a tag of the parent or a child, or as a child's
+        config param (a preset setting `ablation.claim`), else the ablation's name."""
         if self.parent is not None and self.parent.tags.get(CLAIM_TAG):
             return self.parent.tags[CLAIM_TAG]
-        col = f"tags.{CLAIM_TAG}"
-        if col in self.runs and self.runs[col].notna().any():
-            return str(self.runs[col].dropna().iloc[0])
+        for col in (f"tags.{CLAIM_TAG}", f"params.{CLAIM_TAG}"):
+            if col in self.runs and self.runs[col].notna().any():
+                return str(self.runs[col].dropna().iloc[0])
         return self.name
 
 

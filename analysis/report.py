@@ -262,7 +262,8 @@ def _claim_section(claim: Claim) -> Section:
         checks.append(line + (f" Paper effect in our units: {c.assumption}." if c.assumption else ""))
     return Section("The paper's claim", [
         f"**Paper:** {claim.paper}", "", claim.statement, "",
-        f"**Paper's scale:** {claim.paper_scale}; {claim.paper_tpp_note}.", "", "**Checks made here:**", "", *checks,
+        f"**Paper's scale:** {claim.paper_scale}; {count(claim.paper_tokens) if claim.paper_tokens else 'unknown'} "
+        f"training tokens; {claim.paper_tpp_note}.", "", "**Checks made here:**", "", *checks,
     ])
 
 

@@ -138,6 +138,9 @@ def test_claim_comes_from_the_tag_else_the_name():
     assert handmade({"baseline": [1.0]}, name="smoke").claim_key == "smoke"
     assert handmade({"baseline": [1.0]}, name="evidence_pc", claim="pc_layer").claim_key == "pc_layer"
     assert claim_for("wd_plasticity_full") is CLAIMS["wd_plasticity"]
+    by_param = handmade({"baseline": [1.0]}, name="evidence_mols")
+    by_param.runs["params.ablation.claim"] = "mols"  # a preset's `ablation.claim`, logged as a config param
+    assert by_param.claim_key == "mols"
 
 
 @pytest.mark.parametrize("seeds, banded", [(2, False), (3, True)])

@@ -313,3 +313,9 @@ def test_report_cli_from_a_results_folder_and_its_errors(ablation_store, tmp_pat
     assert "is not an exported results folder" in capsys.readouterr().err
     assert main([f"FROM={folder}", "EXP=pc_layer"]) == 2
     assert main(["FROM="]) == 2
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    shutil.rmtree(folder)
+    assert main([f"EXPORT={folder}", "EXP=pc_layer", f"runs_dir={runs_dir}"]) == 0
+    assert (folder / "data" / "runs.csv").is_file() and (folder / "report.md").is_file()
+    assert main([f"EXPORT={tmp_path / 'other'}", "EXP=no_such_thing", f"runs_dir={runs_dir}"]) == 2
+    assert not (tmp_path / "other").exists()  # nothing half-written for a name that resolves to no run
