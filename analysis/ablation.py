@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.claims import (
+    LR_VARIANT_PREFIX,
     MIN_SEEDS,
     Check,
     Claim,
@@ -374,7 +375,12 @@ def _tuned_tests(ab: Ablation, claim: Claim, check: Check) -> list[_Test]:
         applies, expect = claim.expectation(arms[0], check)
         ref_family = split_arm(claim.reference_arm(arms[0], ab.baseline))[0]
         ref_arms = sweeps.get(ref_family, [])
-        if not applies or family == ref_family or not ref_arms:
+        if not applies or family == ref_family:
+            continue
+        if not ref_arms:  # only one side was swept: no fair comparison, and the row says so
+            missing = join_arm(ref_family, f"{LR_VARIANT_PREFIX}*")
+            tests.append(_Test(check, _best(ab, arms, check), missing, expect, compare_paired({}, {}), seed_noise([]),
+                               TUNED_VARIANT, f"`{ref_family}` has no LR variants to tune over", False))
             continue
         best, best_ref = _best(ab, arms, check), _best(ab, ref_arms, check)
         grid, ref_grid = [split_arm(a)[1] for a in arms], [split_arm(a)[1] for a in ref_arms]

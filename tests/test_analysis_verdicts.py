@@ -132,6 +132,11 @@ def test_a_tuned_check_over_different_grids_is_not_called():
     row = tuned[tuned["variant"] == "tuned"].iloc[0]
     assert "DIFFERENT LR grids" in row["selection"]
     assert row["verdict"] == INCONCLUSIVE and row["short"] == "LR grids differ"
+    lonely = verdicts_table(_mols({"baseline": [3.0, 3.01, 3.02], "snr@lr1e-3": [2.9, 2.91, 2.92]}),
+                            claim_for("mols"))
+    row = lonely[lonely["variant"] == "tuned"].iloc[0]
+    assert row["reference"] == "baseline@lr*" and "no LR variants" in row["selection"]
+    assert row["verdict"] == INCONCLUSIVE and row["short"] == "not measured"
 
 
 def test_claim_comes_from_the_tag_else_the_name():
