@@ -19,6 +19,7 @@ export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
 EXP ?=
+FROM ?=
 LAUNCHER ?=
 TASKS ?=
 
@@ -53,8 +54,8 @@ sweep: setup ## Optuna study: make sweep SWEEP=default TRIALS=8 WORKERS=1
 ablate: setup ## paired-seed ablation grid + report: make ablate EXP=wisca [LAUNCHER=local_parallel]
 	$(PY) -m sweeps.ablate experiment=$(EXP) $(if $(LAUNCHER),launcher=$(LAUNCHER)) $(ARGS)
 
-report: setup ## tables, plots and verdicts: make report EXP=<preset or parent run id>
-	$(PY) -m analysis.report EXP=$(EXP) $(ARGS)
+report: $(STAMP) ## tables, plots and verdicts: make report EXP=<preset or parent run id> | FROM=results/<paper>
+	$(PY) -m analysis.report $(if $(FROM),FROM=$(FROM),EXP=$(EXP)) $(ARGS)
 
 eval: setup ## zero-shot lm-eval on a finished run: make eval RUN=<run id> [TASKS=a,b]
 	$(PY) -m lit_modules.evaluation.run_eval run=$(RUN) $(if $(TASKS),tasks=$(TASKS)) $(ARGS)

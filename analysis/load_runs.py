@@ -199,20 +199,23 @@ class RunStore:
                 local = Path(self.client.download_artifacts(run_id, artifact_path, str(local.parent)))
         return local
 
-    def find_artifacts(self, run_id: str, file_name: str, path: str | None = None, depth: int = 3) -> list[str]:
-        """Artifact paths (relative to the run's root) whose file name is `file_name`, searched `depth` deep."""
-        found: list[str] = []
+    def list_files(self, run_id: str, path: str | None = None, depth: int | None = None) -> list[str]:
+        """Artifact files under `path`, `depth` folders deep (None: all); empty when the store cannot be read."""
+        files: list[str] = []
         try:
             entries = self.client.list_artifacts(run_id, path)
         except Exception:  # noqa: BLE001 - an unreachable artifact store: nothing to show
-            return found
+            return files
         for entry in entries:
-            if entry.is_dir:
-                if depth > 0:
-                    found += self.find_artifacts(run_id, file_name, entry.path, depth - 1)
-            elif entry.path.rsplit("/", 1)[-1] == file_name:
-                found.append(entry.path)
-        return found
+            if not entry.is_dir:
+                files.append(entry.path)
+            elif depth is None or depth > 0:
+                files += self.list_files(run_id, entry.path, None if depth is None else depth - 1)
+        return files
+
+    def find_artifacts(self, run_id: str, file_name: str, path: str | None = None, depth: int = 3) -> list[str]:
+        """Artifact paths (relative to the run's root) whose file name is `file_name`, searched `depth` deep."""
+        return [p for p in self.list_files(run_id, path, depth) if p.rsplit("/", 1)[-1] == file_name]
 
     # ------------------------------------------------------------------ cache internals
 

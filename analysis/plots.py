@@ -1,7 +1,9 @@
 """Report figures (PNG, no pyplot state): each function draws only when its data exists, else returns None.
 
 Every figure says what it shows without the code: a title with the experiment, axis labels with units,
-a legend naming arms and how many seeds the mean and band cover.
+a legend naming arms and how many seeds the mean and band cover. An interval (band, whisker, CI bar)
+over fewer than MIN_SEEDS seeds would look like evidence it is not, so none is drawn: the axes say
+"too few seeds" instead.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from analysis.ablation import Ablation, run_value
+from analysis.claims import MIN_SEEDS
 from analysis.curves import mean_band
 from analysis.load_runs import numeric
 
@@ -39,12 +42,22 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _mean_and_range(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Column means and the [below, above] whisker lengths to min and max (never negative)."""
+def _mean_and_range(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Column means and the [below, above] whisker lengths to min and max (never negative); no whiskers
+    (None) over fewer than MIN_SEEDS rows (seeds)."""
     mean = np.nanmean(values, axis=0)
+    if values.shape[0] < MIN_SEEDS:
+        return mean, None
     below = np.clip(mean - np.nanmin(values, axis=0), 0.0, None)
     above = np.clip(np.nanmax(values, axis=0) - mean, 0.0, None)
     return mean, np.vstack([below, above])
+
+
+def too_few_seeds(ax, names: list[str]) -> None:
+    """Say on the axes which series got no interval because they have fewer than MIN_SEEDS seeds."""
+    if names:
+        ax.text(0.01, 0.01, f"too few seeds (< {MIN_SEEDS}) for an interval: {', '.join(names)}",
+                transform=ax.transAxes, fontsize=7, color="dimgray", va="bottom", ha="left")
 
 
 def arm_colors(arms: list[str]) -> dict[str, str]:
@@ -62,16 +75,23 @@ def _label(ab: Ablation, arm: str) -> str:
 
 
 def _draw_bands(ax, ab: Ablation, curves: pd.DataFrame, key: str, band: bool = True, marker: str | None = "o") -> bool:
+    """Mean over seeds per arm, and the min-max band where at least MIN_SEEDS seeds reached a point."""
     colors = arm_colors(ab.arms)
     table = mean_band(curves, key, _groups(ab))
+    unbanded = []
     for arm in ab.arms:
         rows = table[table["group"] == arm].sort_values("tokens_seen")
         if rows.empty:
             continue
         ax.plot(rows["tokens_seen"], rows["mean"], color=colors[arm], marker=marker, markersize=3,
                 label=_label(ab, arm))
-        if band and (rows["n"] > 1).any():
-            ax.fill_between(rows["tokens_seen"], rows["min"], rows["max"], color=colors[arm], alpha=0.2, linewidth=0)
+        enough = (rows["n"] >= MIN_SEEDS).to_numpy()
+        if band and enough.any():
+            ax.fill_between(rows["tokens_seen"], rows["min"], rows["max"], where=enough, color=colors[arm],
+                            alpha=0.2, linewidth=0)
+        elif band:
+            unbanded.append(arm)
+    too_few_seeds(ax, unbanded)
     return not table.empty
 
 
@@ -111,29 +131,39 @@ def _finals(ab: Ablation, key: str, arm: str) -> list[float]:
 
 
 def plot_effects(table: pd.DataFrame, metric: str, path: Path, title: str) -> Path | None:
-    """Forest plot: per arm the paired mean difference with its 95% bootstrap CI and the noise floor."""
+    """Forest plot: per arm the paired mean difference with its 95% bootstrap CI (from MIN_SEEDS seeds on)
+    and the largest reference seed sd as a grey band."""
     rows = table[table["metric"] == metric] if not table.empty else table
     if rows.empty:
         return None
     fig, axes = _figure(1, 1, width=7.5, height=2.2 + 0.45 * len(rows))
-    ax = axes[0][0]
+    draw_effects(axes[0][0], rows, metric, title)
+    return _save(fig, path)
+
+
+def draw_effects(ax, rows: pd.DataFrame, metric: str, title: str) -> None:
+    """The forest plot of `plot_effects` on one axes (rows of an effects table for one metric)."""
     y = np.arange(len(rows))[::-1]
     diff = rows["diff"].to_numpy(dtype=float)
+    enough = rows["n"].to_numpy() >= MIN_SEEDS
     err = np.vstack([diff - rows["ci_low"].to_numpy(dtype=float), rows["ci_high"].to_numpy(dtype=float) - diff])
-    ax.errorbar(diff, y, xerr=np.abs(err), fmt="o", color="C0", capsize=3)
-    sd = rows["noise_sd"].to_numpy(dtype=float)
+    if enough.any():
+        ax.errorbar(diff[enough], y[enough], xerr=np.abs(err[:, enough]), fmt="o", color="C0", capsize=3)
+    if (~enough).any():
+        ax.plot(diff[~enough], y[~enough], "o", color="C0", markerfacecolor="none")
+    too_few_seeds(ax, [str(a) for a in rows["arm"][~enough]])
+    sd = rows["seed_sd"].to_numpy(dtype=float)
     legend = "dot = mean difference, bar = 95% paired-bootstrap CI"
     if np.isfinite(sd).any():
-        floor = float(np.nanmax(sd))
-        ax.axvspan(-floor, floor, color="gray", alpha=0.2)
-        legend += f", grey = noise floor +/- {floor:.3g} (reference seed sd)"
+        spread = float(np.nanmax(sd))
+        ax.axvspan(-spread, spread, color="gray", alpha=0.2)
+        legend += f", grey = +/- the reference seed sd {spread:.3g}"
     ax.axvline(0.0, color="black", linewidth=0.8)
     ax.set_yticks(y, [f"{a} - {r} (n={n})" for a, r, n in zip(rows["arm"], rows["reference"], rows["n"])], fontsize=8)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     better = rows["better"].iloc[0]
     ax.set_xlabel(f"{metric}: arm - reference, paired by seed ({better} is better)")
     ax.set_title(f"{title}\n({legend})", fontsize=9)
-    return _save(fig, path)
 
 
 # ---------------------------------------------------------------------------------------- generic trajectories
@@ -205,12 +235,16 @@ def plot_gmcn_by_kind(ab: Ablation, path: Path) -> Path | None:
     colors = arm_colors(ab.arms)
     width = 0.8 / max(1, len(ab.arms))
     x = np.arange(len(kinds))
+    unwhiskered = []
     for i, arm in enumerate(ab.arms):
         rows = ab.finished[ab.finished["arm"] == arm]
         if rows.empty:
             continue
         mean, whiskers = _mean_and_range(rows[cols].to_numpy(dtype=float))
         ax.bar(x + i * width, mean, width, yerr=whiskers, capsize=2, color=colors[arm], label=_label(ab, arm))
+        if whiskers is None:
+            unwhiskered.append(arm)
+    too_few_seeds(ax, unwhiskered)
     ax.set_xticks(x + width * (len(ab.arms) - 1) / 2, kinds)
     ax.set_yscale("log")
     ax.set_xlabel("matrix kind (all layers pooled, geometric mean)")
@@ -238,9 +272,13 @@ def plot_mols(ab: Ablation, path: Path) -> Path | None:
         groups = [c.rsplit("/", 1)[-1] for c in cols]
         x = np.arange(len(groups))
         width = 0.8 / max(1, len(arms))
+        unwhiskered = []
         for i, arm in enumerate(arms):
             mean, whiskers = _mean_and_range(ab.finished[ab.finished["arm"] == arm][cols].to_numpy(dtype=float))
             ax.bar(x + i * width, mean, width, yerr=whiskers, capsize=2, color=colors[arm], label=_label(ab, arm))
+            if whiskers is None:
+                unwhiskered.append(arm)
+        too_few_seeds(ax, unwhiskered)
         ax.set_xticks(x + width * (len(arms) - 1) / 2, groups)
         ax.set_xlabel("module group")
         ax.set_ylabel(label, fontsize=8)
@@ -350,13 +388,18 @@ def plot_vs_lambda(ab: Ablation, metrics: dict[str, str], path: Path) -> Path | 
         if not np.isfinite(frame[column].to_numpy(dtype=float)).any():
             ax.set_visible(False)
             continue
+        unwhiskered = []
         for i, (name, rows) in enumerate(frame.groupby("regime")):
             agg = rows.groupby("wd")[column].agg(["mean", "min", "max", "count"]).reset_index().dropna(subset=["mean"])
             if agg.empty:
                 continue
             whiskers = np.clip(np.vstack([agg["mean"] - agg["min"], agg["max"] - agg["mean"]]), 0.0, None)
+            whiskers[:, (agg["count"] < MIN_SEEDS).to_numpy()] = 0.0
+            if (agg["count"] < MIN_SEEDS).any():
+                unwhiskered.append(str(name))
             ax.errorbar(agg["wd"], agg["mean"], yerr=whiskers,
                         marker="o", capsize=3, color=f"C{i}", label=f"{name} (n per point: {int(agg['count'].min())}+)")
+        too_few_seeds(ax, unwhiskered)
         ax.set_xscale("symlog", linthresh=0.01)
         ax.set_xlabel("pre-training AdamW weight decay lambda (symlog)")
         ax.set_ylabel(title, fontsize=8)

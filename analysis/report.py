@@ -1,17 +1,25 @@
-"""Reproduction reports: an ablation (or a sweep) parent run -> reports/<name>/report.md + figures + CSVs.
+"""Reproduction reports: an ablation (or a sweep) parent run -> report.md + figures + CSVs.
 
     python -m analysis.report EXP=<preset name | sweep study | parent run id> [runs_dir=runs]
                               [reports_dir=reports] [log=false]
+    python -m analysis.report FROM=results/<paper>          # from exported measurements, no MLflow
+    python -m analysis.report EXPORT=results/<paper> EXP=<...> [runs_dir=runs]   # export, then report
 
 EXP resolves to the newest parent run tagged `ablation.name=<EXP>`, else the newest sweep parent tagged
 `sweep.study=<EXP>`, or a run id. The report (Markdown with tables and figures, CSVs of every table) is
 written to `<reports_dir>/<name>/` (reports_dir: argument, else $LLM_REPORTS_DIR, else ./reports) and
 logged to the parent run as artifacts under `report/`.
 
-For an ablation it states the paper's claim (analysis/claims.py), what the runs measured (paired-seed
-differences with bootstrap CIs, t and sign-flip tests, the baseline noise floor, tokens to reach the
-reference's final loss, wall-time overhead), a verdict per arm and check under the explicit rule, and
-the figures whose data exist. For a sweep: the best trials and the study summary of sweeps/summary.py.
+FROM=<folder> rebuilds the report inside an exported results folder from its `data/` files alone
+(analysis.results_data), and EXPORT=<folder> writes such a folder from the store first. Both paths render
+the same `Ablation` object (analysis.ablation), so a report from the store and one from the CSVs are the
+same text. An exported folder may hold `provenance.json` (analysis.provenance); the header shows it.
+
+For an ablation it states the paper's claim (analysis/claims.py), the scale of every arm (parameters,
+tokens, tokens per parameter, seeds), what the runs measured (paired-seed differences with bootstrap CIs,
+t and sign-flip tests, the reference's seed sd and MDD, tokens to reach the reference's final loss,
+wall-time overhead), a verdict per arm and check under the explicit rule, and the figures whose data
+exist. For a sweep: the best trials and the study summary of sweeps/summary.py.
 """
 
 from __future__ import annotations
@@ -30,26 +38,30 @@ from mlflow.entities import Run
 
 from analysis import markdown as md
 from analysis import plots
+from analysis import provenance as prov
 from analysis.ablation import (
     TRAIN_TAIL,
     Ablation,
     arm_summary_table,
     effects_table,
     eval_metrics,
-    load_ablation,
-    noise_table,
     overhead_table,
     reference_of,
+    scale_table,
+    seed_key,
+    seed_noise_table,
     speedups_table,
     verdicts_table,
 )
-from analysis.claims import RULE_TEXT, Claim, claim_for
+from analysis.claims import MATCHED_TPP, RULE_TEXT, Claim, claim_for, count, number, split_arm
 from analysis.load_runs import RunNotFound, RunStore, numeric
+from analysis.results_data import DATA_DIR, ResultsDataError, read_results_data, write_results_data
+from analysis.results_data import safe_name as _safe
+from analysis.store_ablation import load_ablation
 
 REPORTS_ENV = "LLM_REPORTS_DIR"
 REPORT_FILE = "report.md"
 ARTIFACT_PATH = "report"
-TOKEN_LOGPROBS = "token_logprobs.npz"
 
 
 def reports_root(reports_dir: str | Path | None = None) -> Path:
@@ -81,13 +93,9 @@ def write_report(
     if parent.data.tags.get("sweep.role") == "parent":
         return write_sweep_report(parent_run_id, runs_dir, reports_dir, log_to_mlflow, store)
     ab = load_ablation(store, parent)
-    out = reports_root(reports_dir) / _safe(ab.name)
-    _fresh_dir(out)
-    text = render_ablation(ab, claim_for(ab.name), store, out)
-    path = out / REPORT_FILE
-    path.write_text(text)
+    path = render_report(ab, reports_root(reports_dir) / _safe(ab.name))
     if log_to_mlflow:
-        store.client.log_artifacts(parent_run_id, str(out), artifact_path=ARTIFACT_PATH)
+        store.client.log_artifacts(parent_run_id, str(path.parent), artifact_path=ARTIFACT_PATH)
     return path
 
 
@@ -113,6 +121,38 @@ def write_sweep_report(
     return path
 
 
+def export_results(parent_run_id: str, folder: str | Path, runs_dir: str | Path = "runs",
+                   store: RunStore | None = None, provenance: dict | None = None) -> Path:
+    """A finished ablation -> `<folder>/data/` (its measurements), `<folder>/provenance.json` (when given,
+    see analysis.provenance.provenance_record) and the report rendered there; returns report.md's path."""
+    store = store or RunStore(runs_dir)
+    parent = store.run(parent_run_id)
+    if parent.data.tags.get("sweep.role") == "parent":
+        raise ValueError(f"Run {parent_run_id} is a sweep parent; only ablations are exported.")
+    ab = load_ablation(store, parent)
+    folder = Path(folder)
+    write_results_data(ab, folder)
+    if provenance is not None:
+        prov.write_provenance(folder, provenance)
+    return render_report(ab, folder, prov.read_provenance(folder))
+
+
+def report_from_results(folder: str | Path) -> Path:
+    """Regenerate `<folder>/report.md` (+ figures and CSV tables) from `<folder>/data/` alone."""
+    folder = Path(folder)
+    ab = read_results_data(folder)
+    return render_report(ab, folder, prov.read_provenance(folder))
+
+
+def render_report(ab: Ablation, out: Path, provenance: dict | None = None) -> Path:
+    """Render an Ablation into `out` (report.md, figures, CSV tables); never touches a store."""
+    out = Path(out)
+    _fresh_dir(out)
+    path = out / REPORT_FILE
+    path.write_text(render_ablation(ab, claim_for(ab.claim_key), out, provenance))
+    return path
+
+
 def report_for(exp: str, runs_dir: str | Path = "runs", reports_dir: str | Path | None = None,
                log_to_mlflow: bool = True) -> Path:
     """The report of the newest parent run named `exp` (ablation name, sweep study or run id)."""
@@ -121,23 +161,39 @@ def report_for(exp: str, runs_dir: str | Path = "runs", reports_dir: str | Path 
     return write_report(parent.info.run_id, runs_dir, reports_dir, log_to_mlflow, store)
 
 
+USAGE = ("EXP=<name|run id> [runs_dir=...] [reports_dir=...] [log=false], or FROM=<results folder>, or "
+         "EXPORT=<results folder> EXP=<name|run id> [runs_dir=...]")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = {"exp": None, "runs_dir": "runs", "reports_dir": None, "log": "true"}
+    args = {"exp": None, "from": None, "export": None, "runs_dir": "runs", "reports_dir": None, "log": "true"}
     for arg in sys.argv[1:] if argv is None else argv:
         key, sep, value = arg.partition("=")
         key = key.lower().lstrip("-")
         if not sep or key not in args:
-            print(f"error: expected EXP=<name|run id> [runs_dir=...] [reports_dir=...] [log=false], got '{arg}'",
-                  file=sys.stderr)
+            print(f"error: expected {USAGE}, got '{arg}'", file=sys.stderr)
             return 2
         args[key] = value
-    if not args["exp"]:
-        print("error: name the experiment: EXP=<preset name | sweep study | parent run id>", file=sys.stderr)
+    if args["from"] is not None and (args["exp"] or args["export"]):
+        print("error: FROM=<results folder> reads exported files only; give it without EXP= or EXPORT=",
+              file=sys.stderr)
         return 2
     try:
-        path = report_for(args["exp"], args["runs_dir"], args["reports_dir"],
-                          log_to_mlflow=args["log"].lower() not in ("false", "0", "no"))
-    except RunNotFound as err:
+        if args["from"] is not None:
+            if not args["from"]:
+                print("error: FROM= names no folder; give FROM=results/<paper>", file=sys.stderr)
+                return 2
+            path = report_from_results(args["from"])
+        elif not args["exp"]:
+            print("error: name the experiment: EXP=<preset name | sweep study | parent run id>", file=sys.stderr)
+            return 2
+        elif args["export"]:
+            store = RunStore(args["runs_dir"])
+            path = export_results(store.resolve(args["exp"]).info.run_id, args["export"], store=store)
+        else:
+            path = report_for(args["exp"], args["runs_dir"], args["reports_dir"],
+                              log_to_mlflow=args["log"].lower() not in ("false", "0", "no"))
+    except (RunNotFound, ResultsDataError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"report: {path}")
@@ -147,29 +203,24 @@ def main(argv: list[str] | None = None) -> int:
 # ---------------------------------------------------------------------------------------- ablation report
 
 
-def render_ablation(ab: Ablation, claim: Claim, store: RunStore, out: Path) -> str:
+def render_ablation(ab: Ablation, claim: Claim, out: Path, provenance: dict | None = None) -> str:
     verdicts = verdicts_table(ab, claim)
     metrics = ["val/loss", "val/bits_per_byte", *eval_metrics(ab)]
     metrics = [m for m in metrics if f"metrics.{m}" in ab.finished]
     effects = effects_table(ab, claim, metrics)
-    noise = noise_table(ab, metrics)
+    noise = seed_noise_table(ab, claim, metrics)
     speed = speedups_table(ab, claim)
     cost = overhead_table(ab, claim)
+    scale = scale_table(ab, claim)
     checked = [c.metric for c in claim.checks if c.metric != "speedup" and c.metric not in metrics]
     summary = arm_summary_table(ab, [*metrics, *dict.fromkeys(checked)])
-    for name, frame in (("verdicts", verdicts), ("effects", effects), ("arm_summary", summary), ("noise_floor", noise),
-                        ("speedup", speed), ("overhead", cost), ("runs", _runs_listing(ab))):
+    for name, frame in (("verdicts", verdicts), ("effects", effects), ("arm_summary", summary), ("seed_noise", noise),
+                        ("speedup", speed), ("overhead", cost), ("scale", scale), ("runs", _runs_listing(ab))):
         if not frame.empty:
             frame.to_csv(out / f"{name}.csv", index=False)
 
-    header = [
-        f"# Reproduction report: `{ab.name}`",
-        "",
-        f"Parent run `{ab.parent.info.run_id}` ({ab.parent.info.status}) in `{store.client.tracking_uri}`; "
-        f"generated {dt.datetime.now().strftime('%Y-%m-%d %H:%M')} by `python -m analysis.report EXP={ab.name}`.",
-        "",
-    ]
     sections = [
+        _header(ab, claim, scale, provenance),
         _claim_section(claim),
         _measured_section(ab, claim),
         _verdict_section(verdicts),
@@ -179,19 +230,40 @@ def render_ablation(ab: Ablation, claim: Claim, store: RunStore, out: Path) -> s
         _speedup_section(speed),
         _overhead_section(cost),
         _figures_section(ab, effects, out),
-        _token_gap_section(ab, claim, store, out),
-        _sv_hist_section(ab, store, out),
+        _token_gap_section(ab, out),
+        _sv_hist_section(ab, out),
         _runs_section(ab),
         _method_section(),
     ]
-    return "\n".join(header + [s.render() for s in sections if s is not None and s.body])
+    return "\n".join([f"# Reproduction report: `{ab.name}`", ""] + [s.render() for s in sections if s is not None and s.body])
 
 
+def _header(ab: Ablation, claim: Claim, scale: pd.DataFrame, provenance: dict | None) -> Section:
+    parent = ab.parent
+    body = [f"Parent run `{parent.run_id}` ({parent.status}), measurements read from `{parent.source}`; claim "
+            f"`{claim.preset}`. The same report is made from the MLflow store (`EXP=`) and from an exported "
+            f"results folder's `{DATA_DIR}/` files (`python -m analysis.report FROM=<folder>`)." if parent else
+            "No parent run record."]
+    if provenance:
+        body += ["", f"**Provenance:** {prov.describe(provenance)}."]
+    body += ["", f"**Scale** (per arm: medians over its finished runs; TPP = tokens per non-embedding parameter; "
+                 f"matched scale needs >= {MATCHED_TPP:g} TPP, or the paper's own TPP where lower). Paper: "
+                 f"{claim.paper_scale}; {claim.paper_tpp_note}.", ""]
+    body.append(md.table(scale, [
+        ("arm", "arm"), ("variant", "variant"), ("params_total", "parameters"),
+        ("params_non_embedding", "non-embedding"), ("tokens", "tokens"), ("tpp", "TPP"),
+        ("paper_tpp", "paper TPP"), ("matched", "matched scale"), ("seeds", "seeds"),
+    ], {"params_total": count, "params_non_embedding": count, "tokens": count, "tpp": number, "paper_tpp": number}))
+    return Section("Scale and provenance", body)
 def _claim_section(claim: Claim) -> Section:
-    checks = [f"- `{c.metric}` ({c.better} is better): {c.paper}" for c in claim.checks]
+    checks = []
+    for c in claim.checks:
+        line = f"- `{c.metric}` ({c.better} is better{', each side at its best LR' if c.tuned else ''}): {c.paper}"
+        checks.append(line + (f" Paper effect in our units: {c.assumption}." if c.assumption else ""))
     return Section("The paper's claim", [
         f"**Paper:** {claim.paper}", "", claim.statement, "",
-        f"**Paper's scale:** {claim.paper_scale}.", "", "**Checks made here:**", "", *checks,
+        f"**Paper's scale:** {claim.paper_scale}; {count(claim.paper_tokens) if claim.paper_tokens else 'unknown'} "
+        f"training tokens; {claim.paper_tpp_note}.", "", "**Checks made here:**", "", *checks,
     ])
 
 
@@ -206,25 +278,30 @@ def _measured_section(ab: Ablation, claim: Claim) -> Section:
     params = numeric(f.get("params.budget.params_non_embedding", pd.Series(dtype=float))).median()
     steps = numeric(f.get("params.budget.steps", pd.Series(dtype=float))).median()
     body.append(f"- Model `{model}`, {md.fmt(float(params))} non-embedding parameters; "
-                f"{md.fmt(float(steps))} optimizer steps = {md.fmt(tokens)} training tokens per run.")
-    if claim.paper_tokens:
-        body.append(f"- Budget: {tokens / claim.paper_tokens:.2g} of the paper's {md.fmt(claim.paper_tokens)} tokens.")
-    else:
-        body.append("- Budget: the paper's token budget is not known, so the scale gap cannot be stated.")
-    body.append(f"- Arms (baseline first): {', '.join(f'`{a}`' for a in ab.arms)}; baseline `{ab.baseline}`.")
-    refs = {a: reference_of(ab, claim, a) for a in ab.arms if a != ab.baseline}
-    other = {a: r for a, r in refs.items() if r != ab.baseline}
+                f"{md.fmt(float(steps))} optimizer steps = {md.fmt(tokens)} training tokens per run (medians "
+                "over the finished runs; the scale table above has every arm's).")
+    if len(ab.variants()) > 1:
+        body.append("- Variants (model rungs or sweep points; each arm is compared within its own variant): "
+                    + ", ".join(f"`{v or '-'}`" for v in ab.variants()) + ".")
+    body.append(f"- Arms (grouped by variant, reference first): {', '.join(f'`{a}`' for a in ab.arms)}; "
+                f"baseline `{ab.baseline}`.")
+    refs = {a: reference_of(ab, claim, a) for a in ab.arms}
+    other = {a: r for a, r in refs.items() if a != r and split_arm(r)[0] != split_arm(ab.baseline)[0]}
     if other:
         body.append("- Arms compared with a reference other than the baseline: "
                     + ", ".join(f"`{a}` vs `{r}`" for a, r in other.items()) + ".")
     body.append(f"- Seeds (finished runs per arm): "
-                + ", ".join(f"`{a}`: {','.join(sorted(ab.run_ids(a), key=_num)) or 'none'}" for a in ab.arms) + ".")
+                + ", ".join(f"`{a}`: {','.join(sorted(ab.run_ids(a), key=seed_key)) or 'none'}" for a in ab.arms) + ".")
     body.append(f"- {_status_counts(ab)}")
     commits = sorted(set(f.get("tags.git_commit", pd.Series(dtype=str)).dropna()))
     dirty = (f.get("tags.git_dirty", pd.Series(dtype=str)) == "true").any()
     if commits:
         body.append(f"- Code: commit(s) {', '.join(c[:10] for c in commits)}"
                     + (" with uncommitted changes (each run logged its diff under run/)." if dirty else "."))
+    threads = sorted(set(f.get("params.trainer.num_threads", pd.Series(dtype=str)).dropna())
+                     | set(f.get("tags.hw.cpu_threads", pd.Series(dtype=str)).dropna()))
+    if threads:
+        body.append(f"- Threads per run (trainer.num_threads or torch's count): {', '.join(threads)}.")
     return Section("What this run measured", body)
 
 
@@ -239,17 +316,26 @@ def _verdict_section(verdicts: pd.DataFrame) -> Section:
     if verdicts.empty:
         body.append("_No check applies to these arms._")
         return Section("Verdicts", body)
+    m = int(verdicts["family_size"].iloc[0])
+    body += [f"Family-wise error: the {m} tests with an expectation and at least the rule's seeds are "
+             "Holm-adjusted together (`p (Holm)`); context arms and too-few-seed rows are not tests.", ""]
     for _, v in verdicts.iterrows():
-        body.append(f"- Verdict: `{v['arm']}` vs `{v['reference']}` on `{v['metric']}`: **{v['verdict']}** "
-                    f"({v['reason']}).")
+        line = (f"- Verdict: `{v['arm']}` vs `{v['reference']}` on `{v['metric']}`: **{v['verdict']}** "
+                f"({v['reason']}).")
+        if v["selection"]:
+            line += f" Tuned: {v['selection']}."
+        body.append(line)
     body += ["", md.table(verdicts, [
-        ("arm", "arm"), ("reference", "reference"), ("metric", "check"), ("expect", "paper expects"),
-        ("n", "seeds"), ("diff", "mean diff"), ("ci_low", "CI low"), ("ci_high", "CI high"), ("p_t", "p (t)"),
-        ("p_sign_flip", "p (sign-flip)"), ("noise_sd", "noise floor"), ("verdict", "verdict"),
-    ], {"diff": md.signed, "ci_low": md.signed, "ci_high": md.signed, "p_t": md.pvalue, "p_sign_flip": md.pvalue})]
+        ("arm", "arm"), ("reference", "reference"), ("variant", "variant"), ("metric", "check"),
+        ("expect", "paper expects"), ("n", "seeds"), ("diff", "mean diff"), ("ci_low", "CI low"),
+        ("ci_high", "CI high"), ("paper_effect", "paper effect"), ("p_t", "p (t)"), ("p_holm", "p (Holm)"),
+        ("p_sign_flip", "p (sign-flip)"), ("seed_sd", "seed sd"), ("tpp", "TPP"), ("matched", "matched"),
+        ("verdict", "verdict"),
+    ], {"diff": md.signed, "ci_low": md.signed, "ci_high": md.signed, "paper_effect": md.signed, "p_t": md.pvalue,
+        "p_holm": md.pvalue, "p_sign_flip": md.pvalue, "tpp": number})]
     if (verdicts["metric"] == "speedup").any():
         body += ["", "For `speedup` the difference is the mean over seeds of ln(reference tokens / arm tokens): "
-                 "0 means no speedup, ln 2 = 0.693 means 2x."]
+                 "0 means no speedup, ln 2 = 0.693 means 2x; the paper effect is ln of its speedup."]
     return Section("Verdicts", body)
 
 
@@ -266,8 +352,8 @@ def _arm_summary_section(summary: pd.DataFrame) -> Section:
 
 def _effects_section(effects: pd.DataFrame, metrics: list[str]) -> Section:
     body = ["Each arm minus its reference on the final value, paired by seed; CI = 95% paired bootstrap over "
-            "seeds; p (t) = paired t-test; p (sign-flip) = permutation test (exact when marked). Null results "
-            "are listed like any other.", ""]
+            "seeds; p (t) = paired t-test (raw: not adjusted, this table gives no verdicts); p (sign-flip) = "
+            "permutation test (exact when marked). Null results are listed like any other.", ""]
     if effects.empty:
         body.append("_No arm has paired finished seeds with its reference._")
         return Section("Final metrics: arm - reference", body)
@@ -282,12 +368,14 @@ def _effects_section(effects: pd.DataFrame, metrics: list[str]) -> Section:
 
 
 def _noise_section(noise: pd.DataFrame) -> Section:
-    body = ["Seed-to-seed spread of the baseline's final values. *Min. detectable* is the paired mean "
-            "difference these seeds would detect with 80% power at the 5% level, taking the spread of a "
-            "per-seed difference as sqrt(2) x sd (conservative: pairing usually removes more).", ""]
-    body.append(md.table(noise, [("metric", "metric"), ("n", "baseline seeds"), ("mean", "mean"), ("sd", "sd"),
-                                 ("min_detectable", "min. detectable difference")]))
-    return Section("Noise floor (baseline seeds)", body)
+    body = ["Two different numbers, per reference arm: the *seed sd* is the seed-to-seed standard deviation of "
+            "its final values (rule 3's threshold); the *MDD* (minimum detectable difference) is the paired "
+            "mean difference these seeds would detect with 80% power at the 5% level, taking the spread of a "
+            "per-seed difference as sqrt(2) x seed sd (conservative: pairing usually removes more). The rule "
+            "does not use the MDD.", ""]
+    body.append(md.table(noise, [("metric", "metric"), ("reference", "reference"), ("n", "seeds"),
+                                 ("mean", "mean"), ("seed_sd", "seed sd"), ("mdd", "MDD")]))
+    return Section("Seed noise of the references: seed sd and MDD", body)
 
 
 def _speedup_section(speed: pd.DataFrame) -> Section:
@@ -318,7 +406,7 @@ def _overhead_section(cost: pd.DataFrame) -> Section:
 def _figures_section(ab: Ablation, effects: pd.DataFrame, out: Path) -> Section:
     made: list[tuple[str, Path | None]] = [
         ("Validation and training loss against tokens seen, per arm.", plots.plot_loss_curves(ab, out / "loss_vs_tokens.png")),
-        ("Final val/loss difference per arm with its 95% CI and the noise floor.",
+        ("Final val/loss difference per arm with its 95% CI and the reference's seed sd.",
          plots.plot_effects(effects, "val/loss", out / "effects_val_loss.png",
                             f"{ab.name}: final val/loss, arm - reference (paired by seed)")),
         ("GMCN over training (PC layer).", plots.plot_gmcn(ab, out / "gmcn.png")),
@@ -347,34 +435,27 @@ def _has_pseudo_rank_or_finetune(ab: Ablation) -> bool:
     return (any("pseudo_rank" in c for c in ab.finished.columns) or not ab.finetunes.empty)
 
 
-def _token_gap_section(ab: Ablation, claim: Claim, store: RunStore, out: Path) -> Section:
-    """Per arm, on the first seed where both it and its reference saved per-token log-probabilities."""
-    from analysis.token_gap import load_token_logprobs, plot_token_gap, token_gap
+def _token_gap_section(ab: Ablation, out: Path) -> Section:
+    """Per arm, the token-gap table computed when the ablation was read (analysis.store_ablation)."""
+    from analysis.token_gap import COLUMNS, plot_token_gap
 
     body = []
-    for arm in ab.arms:
-        reference = reference_of(ab, claim, arm)
-        if arm == reference:
+    gaps = ab.token_gaps
+    for arm in [a for a in ab.arms if a in set(gaps["arm"])] if not gaps.empty else []:
+        df = gaps[gaps["arm"] == arm]
+        first = df.iloc[0]
+        reference, seed = first["reference"], first["seed"]
+        if first["note"]:
+            body.append(f"- `{arm}` vs `{reference}`, seed {seed}: not compared ({first['note']})")
             continue
-        arm_ids, ref_ids = ab.run_ids(arm), ab.run_ids(reference)
-        for seed in sorted(set(arm_ids) & set(ref_ids), key=_num):
-            paths = [_token_logprobs(store, run_id) for run_id in (arm_ids[seed], ref_ids[seed])]
-            if None in paths:
-                continue
-            try:
-                pair = load_token_logprobs(*paths)
-            except ValueError as err:
-                body.append(f"- `{arm}` vs `{reference}`, seed {seed}: not compared ({err})")
-                break
-            df = token_gap(pair.logp_s, pair.logp_b, bins="deciles")
-            stem = f"token_gap_{_safe(arm)}"
-            df.to_csv(out / f"{stem}.csv", index=False)
-            png = plot_token_gap(df, out / f"{stem}.png", title=f"{arm} (S) vs {reference} (B), seed {seed}")
-            overall = df[df["bin"] == "all"].iloc[0]
-            body += [f"**`{arm}` vs `{reference}`, seed {seed}** ({int(overall['count']):,} tokens; mean Δ = "
-                     f"{overall['mean_delta']:+.4f}, 95% CI [{overall['ci_low']:+.4f}, {overall['ci_high']:+.4f}])", "",
-                     f"![token gap {arm}]({png.name})", ""]
-            break
+        table = df[list(COLUMNS)].reset_index(drop=True)
+        stem = f"token_gap_{_safe(arm)}"
+        table.to_csv(out / f"{stem}.csv", index=False)
+        png = plot_token_gap(table, out / f"{stem}.png", title=f"{arm} (S) vs {reference} (B), seed {seed}")
+        overall = table[table["bin"] == "all"].iloc[0]
+        body += [f"**`{arm}` vs `{reference}`, seed {seed}** ({int(overall['count']):,} tokens; mean Δ = "
+                 f"{overall['mean_delta']:+.4f}, 95% CI [{overall['ci_low']:+.4f}, {overall['ci_high']:+.4f}])", "",
+                 f"![token gap {arm}]({png.name})", ""]
     if body:
         body.insert(0, "Δ = p_arm − p_reference of the true next token, binned by the two runs' average loss "
                        "(our proposal; the paper's Δ_sym is UNCONFIRMED). One seed per arm; tokens are "
@@ -382,47 +463,14 @@ def _token_gap_section(ab: Ablation, claim: Claim, store: RunStore, out: Path) -
     return Section("Token-level gap by difficulty", body)
 
 
-def _token_logprobs(store: RunStore, run_id: str) -> Path | None:
-    found = store.find_artifacts(run_id, TOKEN_LOGPROBS)
-    if not found:
-        return None
-    try:
-        return store.download_artifact(run_id, found[0])
-    except Exception:  # noqa: BLE001 - an artifact listed but not downloadable: skip it, say nothing false
-        return None
-
-
-def _sv_hist_section(ab: Ablation, store: RunStore, out: Path) -> Section:
+def _sv_hist_section(ab: Ablation, out: Path) -> Section:
     """The runs' own singular-value histograms (diagnostic `sv_hist`), last step, first seed per arm."""
-    if not any(c.startswith("metrics.diag/gmcn/") for c in ab.finished.columns):
-        return Section("Singular-value histograms", [])
     body = []
-    for arm in ab.arms:
-        ids = ab.run_ids(arm)
-        if not ids:
-            continue
-        seed = sorted(ids, key=_num)[0]
-        found = [p for p in _list_dir(store, ids[seed], "diagnostics") if p.rsplit("/", 1)[-1].startswith("sv_hist")]
-        if not found:
-            continue
-        try:
-            local = store.download_artifact(ids[seed], sorted(found)[-1])
-        except Exception:  # noqa: BLE001
-            continue
-        target = out / f"sv_hist_{_safe(arm)}.png"
-        shutil.copyfile(local, target)
-        body += [f"**`{arm}`, seed {seed}, `{sorted(found)[-1]}`**", "", f"![sv hist {arm}]({target.name})", ""]
+    for h in ab.sv_hists:
+        target = out / f"sv_hist_{_safe(h.arm)}.png"
+        target.write_bytes(h.png)
+        body += [f"**`{h.arm}`, seed {h.seed}, `{h.artifact}`**", "", f"![sv hist {h.arm}]({target.name})", ""]
     return Section("Singular-value histograms (from the runs' `sv_hist` diagnostic)", body)
-
-
-def _list_dir(store: RunStore, run_id: str, path: str) -> list[str]:
-    files = []
-    try:
-        for entry in store.client.list_artifacts(run_id, path):
-            files += _list_dir(store, run_id, entry.path) if entry.is_dir else [entry.path]
-    except Exception:  # noqa: BLE001
-        pass
-    return files
 
 
 def _runs_listing(ab: Ablation) -> pd.DataFrame:
@@ -434,7 +482,8 @@ def _runs_listing(ab: Ablation) -> pd.DataFrame:
         counted=ab.runs["run_id"].isin(ab.finished["run_id"]),
     )
     order = {a: i for i, a in enumerate(ab.arms)}
-    frame = frame.assign(_o=frame["arm"].map(order), _s=frame["seed"].map(_num)).sort_values(["_o", "_s", "start_time"])
+    frame = frame.assign(_o=frame["arm"].map(order), _s=frame["seed"].map(seed_key))
+    frame = frame.sort_values(["_o", "_s", "start_time"], kind="stable")
     return frame[["arm", "seed", "status", "counted", "val_loss", "run_id", "end_reason"]]
 
 
@@ -451,9 +500,11 @@ def _method_section() -> Section:
         "use the per-seed differences (arm - reference).",
         "- Bootstrap: 10,000 resamples of the seeds with replacement, percentile 95% interval, fixed RNG seed.",
         "- Sign-flip test: all 2^n sign patterns of the differences for n <= 16 (exact), Monte Carlo above.",
+        "- Multiplicity: Holm's step-down adjustment over the report's (arm x check) tests.",
         "- Step convention: a metric at step k was measured after optimizer step k (0-based); tokens seen = "
         "(k + 1) x tokens per step.",
-        "- Tables are also saved as CSV next to this file; MLflow holds every curve (`make mlflow-ui`).",
+        "- Tables are also saved as CSV next to this file; every curve is in the MLflow store (`make mlflow-ui`) "
+        f"and, in an exported results folder, in `{DATA_DIR}/curves.csv`.",
     ])
 
 
@@ -516,7 +567,7 @@ def _plot_trials(curves: pd.DataFrame, best: pd.DataFrame, study: str, metric: s
 
 def _embedded_summary(store: RunStore, parent_run_id: str, out: Path) -> list[str]:
     """The study summary sweeps/summary.py logged under `summary/`, copied here with its figures."""
-    files = [p for p in _list_dir(store, parent_run_id, "summary")]
+    files = store.list_files(parent_run_id, "summary")
     if not files:
         return ["## Study summary", "", "_The parent run has no `summary/` artifacts (the sweep may still be running)._"]
     lines = ["## Study summary (sweeps/summary.py)", ""]
@@ -546,21 +597,10 @@ def _fresh_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
 
 
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(name)) or "unnamed"
-
-
 def _first(frame: pd.DataFrame, col: str) -> str:
     if col not in frame or frame[col].dropna().empty:
         return "?"
     return str(frame[col].dropna().iloc[0])
-
-
-def _num(seed: str) -> tuple[int, float | str]:
-    try:
-        return 0, float(seed)
-    except (TypeError, ValueError):
-        return 1, str(seed)
 
 
 if __name__ == "__main__":

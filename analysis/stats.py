@@ -12,8 +12,10 @@ per-seed differences d_1..d_n:
   to be -d_i, so the p-value is the share of the 2^n sign patterns whose |mean| reaches the observed
   one. Exact (all 2^n patterns) for n <= EXACT_MAX_SEEDS, Monte Carlo above. Its smallest possible
   value is 2 / 2^n (0.25 with 3 seeds): a few seeds cannot make it small, which is the honest answer.
-- `noise_floor`: the seed-to-seed standard deviation of the reference arm and the smallest paired
-  difference n seeds could detect (see the function).
+- `seed_noise`: two numbers that are easy to confuse, so they carry distinct names everywhere: the
+  reference arm's seed-to-seed standard deviation (*seed sd*) and the minimum detectable difference
+  at n seeds (*MDD*, a power calculation; see the function).
+- `holm_adjust`: Holm's step-down adjustment of a family of p-values (family-wise error control).
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ class PairedComparison:
     def ci_excludes_zero(self) -> bool:
         return bool(self.ci_low > 0 or self.ci_high < 0)
 
+    def t_interval(self, level: float = LEVEL) -> tuple[float, float]:
+        """The paired t-interval of the mean difference at `level` (e.g. 1 - alpha/m for m tests)."""
+        return t_interval(self.n, self.mean_diff, self.sd_diff, level)
+
 
 def bootstrap_ci(diffs: np.ndarray, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of `diffs` (NaN if empty)."""
@@ -77,13 +83,39 @@ def paired_t(diffs: np.ndarray, level: float = LEVEL) -> tuple[float, float, flo
     if n < 2:
         return float("nan"), float("nan"), float("nan")
     mean, sd = float(diffs.mean()), float(diffs.std(ddof=1))
+    low, high = t_interval(n, mean, sd, level)
     if sd == 0.0:
         # All differences equal: no spread to test against; zero difference is no evidence, any other is.
-        p = 1.0 if mean == 0.0 else 0.0
-        return p, mean, mean
-    p = float(scipy_stats.ttest_1samp(diffs, 0.0).pvalue)
+        return (1.0 if mean == 0.0 else 0.0), low, high
+    return float(scipy_stats.ttest_1samp(diffs, 0.0).pvalue), low, high
+
+
+def t_interval(n: int, mean: float, sd: float, level: float = LEVEL) -> tuple[float, float]:
+    """Student-t interval of a mean from n values with sample sd; NaNs below 2 values."""
+    if n < 2 or not (math.isfinite(mean) and math.isfinite(sd)):
+        return float("nan"), float("nan")
+    if sd == 0.0:
+        return mean, mean
     half = float(scipy_stats.t.ppf(0.5 + level / 2.0, n - 1)) * sd / math.sqrt(n)
-    return p, mean - half, mean + half
+    return mean - half, mean + half
+
+
+def holm_adjust(p_values) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order; NaNs stay NaN and do not count in m.
+
+    With the m finite p-values sorted ascending, p_(1) <= ... <= p_(m), the adjusted value of the i-th is
+    max over j <= i of min(1, (m - j + 1) p_(j)): monotone in p and capped at 1. Rejecting where the
+    adjusted p < alpha controls the family-wise error rate at alpha (Holm 1979) under any dependence.
+    """
+    p = np.asarray(list(p_values), dtype=float)
+    adjusted = np.full(p.shape, np.nan)
+    finite = np.flatnonzero(np.isfinite(p))
+    m = finite.size
+    running = 0.0
+    for rank, i in enumerate(finite[np.argsort(p[finite], kind="stable")]):
+        running = max(running, min(1.0, (m - rank) * float(p[i])))
+        adjusted[i] = running
+    return [float(x) for x in adjusted]
 
 
 def sign_flip_p(diffs: np.ndarray, n_random: int = 100_000, seed: int = 0) -> tuple[float, bool]:
@@ -136,18 +168,18 @@ def compare_paired(arm: dict[str, float], ref: dict[str, float], seed: int = 0) 
 
 
 @dataclass(frozen=True)
-class NoiseFloor:
+class SeedNoise:
     """Seed-to-seed noise of the reference arm on one metric."""
 
     n: int
-    sd: float  # standard deviation across seeds (ddof=1)
-    min_detectable: float  # smallest paired mean difference n seeds detect (see noise_floor)
+    sd: float  # the *seed sd*: standard deviation across seeds (ddof=1)
+    mdd: float  # the *MDD*: smallest paired mean difference n seeds detect (see seed_noise)
 
 
-def noise_floor(values: list[float] | np.ndarray, level: float = LEVEL, power: float = POWER) -> NoiseFloor:
-    """Std of the reference's values across seeds, and the smallest detectable difference.
+def seed_noise(values: list[float] | np.ndarray, level: float = LEVEL, power: float = POWER) -> SeedNoise:
+    """The seed sd of the reference's values, and the minimum detectable difference (MDD).
 
-    The detectable difference is the usual paired-t power formula,
+    The MDD is the usual paired-t power formula,
         (t_{1-alpha/2, n-1} + t_{power, n-1}) x sd_d / sqrt(n),
     with sd_d, the spread of per-seed differences, approximated by sqrt(2) x sd (two independent draws
     of the same noise). Pairing usually makes sd_d smaller than that, so this is a conservative bound
@@ -157,10 +189,10 @@ def noise_floor(values: list[float] | np.ndarray, level: float = LEVEL, power: f
     values = values[np.isfinite(values)]
     n = values.size
     if n < 2:
-        return NoiseFloor(n, float("nan"), float("nan"))
+        return SeedNoise(n, float("nan"), float("nan"))
     sd = float(values.std(ddof=1))
     quantiles = scipy_stats.t.ppf(0.5 + level / 2.0, n - 1) + scipy_stats.t.ppf(power, n - 1)
-    return NoiseFloor(n, sd, float(quantiles * math.sqrt(2.0) * sd / math.sqrt(n)))
+    return SeedNoise(n, sd, float(quantiles * math.sqrt(2.0) * sd / math.sqrt(n)))
 
 
 def _seed_order(seed: str) -> tuple[int, float | str]:

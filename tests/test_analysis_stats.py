@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from analysis.stats import bootstrap_ci, compare_paired, noise_floor, paired_t, sign_flip_p
+from analysis.stats import bootstrap_ci, compare_paired, paired_t, seed_noise, sign_flip_p
 
 
 def test_known_shift_is_detected_with_the_right_sign_and_a_covering_interval():
@@ -76,9 +76,39 @@ def test_only_seeds_present_in_both_arms_are_paired():
     assert c.mean_diff == pytest.approx(0.75)
 
 
-def test_noise_floor_is_the_seed_sd_and_the_power_formula():
-    floor = noise_floor([1.0, 2.0, 3.0])
+def test_seed_noise_is_the_seed_sd_and_the_power_formula_mdd():
+    floor = seed_noise([1.0, 2.0, 3.0])
     assert floor.n == 3 and floor.sd == pytest.approx(1.0)
     # (t_0.975,2 + t_0.8,2) * sqrt(2) * sd / sqrt(3), with t_0.975,2 = 4.302653, t_0.8,2 = 1.060660
-    assert floor.min_detectable == pytest.approx((4.302653 + 1.060660) * math.sqrt(2) / math.sqrt(3), rel=1e-5)
-    assert math.isnan(noise_floor([1.0]).sd)
+    assert floor.mdd == pytest.approx((4.302653 + 1.060660) * math.sqrt(2) / math.sqrt(3), rel=1e-5)
+    assert math.isnan(seed_noise([1.0]).sd)
+
+
+def test_holm_on_the_textbook_case_by_hand():
+    from analysis.stats import holm_adjust
+
+    # Sorted: 0.005 x4 = 0.02, 0.01 x3 = 0.03, 0.03 x2 = 0.06, 0.04 x1 = 0.04 -> raised to 0.06 (monotone).
+    assert holm_adjust([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=1e-12)
+
+
+def test_holm_is_monotone_capped_and_skips_nan():
+    from analysis.stats import holm_adjust
+
+    p = [0.2, 0.5, 0.01, 0.9, 0.3]
+    adjusted = holm_adjust(p)
+    order = np.argsort(p)
+    assert all(adjusted[i] <= adjusted[j] for i, j in zip(order, order[1:]))  # monotone in p
+    assert all(a >= r for a, r in zip(adjusted, p)) and max(adjusted) == 1.0  # never below raw, capped at 1
+    with_nan = holm_adjust([0.01, float("nan"), 0.04])
+    assert math.isnan(with_nan[1]) and with_nan[0] == pytest.approx(0.02) and with_nan[2] == pytest.approx(0.04)
+    assert holm_adjust([0.03]) == [0.03] and holm_adjust([]) == []
+
+
+def test_t_interval_at_a_bonferroni_level_is_wider():
+    c = compare_paired({"0": 1.0, "1": 1.2, "2": 0.9}, {"0": 0.0, "1": 0.0, "2": 0.0})
+    low, high = c.t_interval(0.95)
+    assert (low, high) == pytest.approx((c.t_low, c.t_high))
+    wide = c.t_interval(1 - 0.05 / 6)
+    assert wide[0] < low and wide[1] > high
+    half = scipy_stats.t.ppf(1 - 0.05 / 12, 2) * c.sd_diff / math.sqrt(3)
+    assert wide == pytest.approx((c.mean_diff - half, c.mean_diff + half))

@@ -1,0 +1,147 @@
+"""An ablation read from the MLflow store into the one representation reports render from (`Ablation`).
+
+    ab = load_ablation(store, store.resolve("wisca"))
+
+Reads the parent run, its child runs (only the columns a report uses: `analysis.ablation.slim_runs`), their
+curves, the fine-tune runs started from them, and turns the artifacts a report shows into small tables
+here, once: per-token log-probabilities become the token-gap table (`token_gap.token_gap`, deciles), and
+each arm's `sv_hist` PNG is kept as bytes. Throughput curves become one number per run (seconds per
+token) and are dropped. Nothing later needs the store, so the same object can be written to CSV files
+(`analysis.results_data`) and a report made from those files is the same report.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from mlflow.entities import Run
+
+from analysis.ablation import (
+    CURVE_KEYS,
+    CURVE_PREFIXES,
+    PERF_KEYS,
+    SECONDS_PER_TOKEN,
+    Ablation,
+    ParentRecord,
+    SvHist,
+    assemble,
+    reference_of,
+    seed_key,
+    seconds_per_token,
+    slim_runs,
+)
+from analysis.claims import Claim, claim_for
+from analysis.load_runs import CURVE_COLUMNS, RunStore, numeric
+from analysis.token_gap import COLUMNS as GAP_COLUMNS
+from analysis.token_gap import load_token_logprobs, token_gap
+
+TOKEN_LOGPROBS = "token_logprobs.npz"
+TOKEN_GAP_COLUMNS = ("arm", "reference", "seed", "note", *GAP_COLUMNS)
+PARENT_TAGS = ("ablation.",)
+PARENT_PARAMS = ("arms", "seeds", "overrides", "ablation.baseline")
+CURVE_DTYPES = {"run_id": "str", "key": "str", "step": "int64", "tokens_seen": "float64", "value": "float64"}
+
+
+def load_ablation(store: RunStore, parent: Run) -> Ablation:
+    record = parent_record(parent, store.client.tracking_uri)
+    runs = store.runs_frame(store.children(parent.info.run_id))
+    finished_ids = _finished_ids(runs)
+    curves = store.curves(runs[runs["run_id"].isin(finished_ids)], keys=CURVE_KEYS, prefixes=CURVE_PREFIXES)
+    runs = _with_seconds_per_token(runs, curves)
+    curves = typed_curves(curves[~curves["key"].isin(PERF_KEYS)])
+    finetunes = slim_runs(store.runs_frame(store.finetunes_of(finished_ids)))
+    ab = assemble(record, slim_runs(runs), curves, finetunes, empty_token_gaps(), [])
+    claim = claim_for(ab.claim_key)
+    ab.token_gaps = token_gaps_of(ab, claim, store)
+    ab.sv_hists = sv_hists_of(ab, store)
+    return ab
+
+
+def parent_record(parent: Run, source: str) -> ParentRecord:
+    tags = {k: v for k, v in sorted(parent.data.tags.items()) if k.startswith(PARENT_TAGS)}
+    params = {k: v for k, v in sorted(parent.data.params.items()) if k in PARENT_PARAMS}
+    return ParentRecord(parent.info.run_id, parent.info.status, parent.info.run_name or "", tags, params, source)
+
+
+def typed_curves(frame: pd.DataFrame) -> pd.DataFrame:
+    """Curves with fixed columns and dtypes, so an empty frame and a frame read from CSV look alike."""
+    return frame[list(CURVE_COLUMNS)].astype(CURVE_DTYPES).reset_index(drop=True)
+
+
+def empty_token_gaps() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="int64" if c == "count" else "float64" if c in GAP_COLUMNS[2:] else "str")
+                         for c in TOKEN_GAP_COLUMNS})
+
+
+def _finished_ids(runs: pd.DataFrame) -> list[str]:
+    return list(runs.loc[runs["status"] == "FINISHED", "run_id"]) if not runs.empty else []
+
+
+def _with_seconds_per_token(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
+    per_step = numeric(runs["params.budget.tokens_per_step"]) if "params.budget.tokens_per_step" in runs \
+        else pd.Series(float("nan"), index=runs.index)
+    by_run = dict(tuple(curves.groupby("run_id"))) if not curves.empty else {}
+    values = [seconds_per_token(by_run[r], float(t)) if r in by_run else float("nan")
+              for r, t in zip(runs["run_id"], per_step)]
+    return runs.assign(**{SECONDS_PER_TOKEN: pd.Series(values, index=runs.index, dtype="float64")})
+
+
+def token_gaps_of(ab: Ablation, claim: Claim, store: RunStore) -> pd.DataFrame:
+    """Per arm, on the first seed where both it and its reference saved per-token log-probabilities: the
+    token-gap table by difficulty decile (or a note why the two could not be compared)."""
+    pieces = []
+    for arm in ab.arms:
+        reference = reference_of(ab, claim, arm)
+        if arm == reference:
+            continue
+        arm_ids, ref_ids = ab.run_ids(arm), ab.run_ids(reference)
+        for seed in sorted(set(arm_ids) & set(ref_ids), key=seed_key):
+            paths = [_token_logprobs(store, run_id) for run_id in (arm_ids[seed], ref_ids[seed])]
+            if None in paths:
+                continue
+            try:
+                pair = load_token_logprobs(*paths)
+            except ValueError as err:
+                note = empty_token_gaps()
+                note.loc[0, ["arm", "reference", "seed", "note", "bin", "count"]] = [arm, reference, seed, str(err), "", 0]
+                pieces.append(note)
+                break
+            table = token_gap(pair.logp_s, pair.logp_b, bins="deciles")
+            pieces.append(table.assign(arm=arm, reference=reference, seed=seed, note=""))
+            break
+    if not pieces:
+        return empty_token_gaps()
+    frame = pd.concat(pieces, ignore_index=True)[list(TOKEN_GAP_COLUMNS)]
+    return frame.astype(empty_token_gaps().dtypes.to_dict())
+
+
+def _token_logprobs(store: RunStore, run_id: str):
+    found = store.find_artifacts(run_id, TOKEN_LOGPROBS)
+    if not found:
+        return None
+    try:
+        return store.download_artifact(run_id, found[0])
+    except Exception:  # noqa: BLE001 - an artifact listed but not downloadable: skip it, say nothing false
+        return None
+
+
+def sv_hists_of(ab: Ablation, store: RunStore) -> list[SvHist]:
+    """The runs' own singular-value histograms (diagnostic `sv_hist`), last step, first seed per arm."""
+    if not any(c.startswith("metrics.diag/gmcn/") for c in ab.finished.columns):
+        return []
+    found_hists = []
+    for arm in ab.arms:
+        ids = ab.run_ids(arm)
+        if not ids:
+            continue
+        seed = sorted(ids, key=seed_key)[0]
+        found = sorted(p for p in store.list_files(ids[seed], "diagnostics")
+                       if p.rsplit("/", 1)[-1].startswith("sv_hist"))
+        if not found:
+            continue
+        try:
+            png = store.download_artifact(ids[seed], found[-1]).read_bytes()
+        except Exception:  # noqa: BLE001 - listed but not downloadable: no figure rather than a false one
+            continue
+        found_hists.append(SvHist(arm, seed, found[-1], png))
+    return found_hists
+
