@@ -9,7 +9,7 @@ TORCH_VERSION ?= 2.13.0
 ARGS ?=
 SWEEP ?= default
 TRIALS ?=
-WORKERS ?= 1
+WORKERS ?=
 RUN ?=
 HOST ?= 127.0.0.1
 PORT ?= 5000
@@ -20,10 +20,11 @@ export TOKENIZERS_PARALLELISM ?= false
 
 EXP ?=
 FROM ?=
+PAPERS ?=
 LAUNCHER ?=
 TASKS ?=
 
-.PHONY: help setup train sweep ablate report eval finetune plasticity test test-slow bench mlflow-ui dry-run clean-runs
+.PHONY: help setup train sweep ablate evidence ledger report eval finetune plasticity test test-slow bench mlflow-ui dry-run clean-runs
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -49,10 +50,16 @@ dry-run: setup ## sizes, FLOPs/token, budget and ETA of a config, no run opened
 	$(PY) -m lit_modules.train dry_run=true $(ARGS)
 
 sweep: setup ## Optuna study: make sweep SWEEP=default TRIALS=8 WORKERS=1
-	$(PY) -m sweeps.optuna_sweep sweep=$(SWEEP) sweep.workers=$(WORKERS) $(if $(TRIALS),sweep.n_trials=$(TRIALS)) $(ARGS)
+	$(PY) -m sweeps.optuna_sweep sweep=$(SWEEP) $(if $(WORKERS),sweep.workers=$(WORKERS)) $(if $(TRIALS),sweep.n_trials=$(TRIALS)) $(ARGS)
 
-ablate: setup ## paired-seed ablation grid + report: make ablate EXP=wisca [LAUNCHER=local_parallel]
-	$(PY) -m sweeps.ablate experiment=$(EXP) $(if $(LAUNCHER),launcher=$(LAUNCHER)) $(ARGS)
+ablate: setup ## paired-seed ablation grid + report: make ablate EXP=wisca [WORKERS=n] [LAUNCHER=slurm]
+	$(PY) -m sweeps.ablate experiment=$(EXP) $(if $(WORKERS),workers=$(WORKERS)) $(if $(LAUNCHER),launcher=$(LAUNCHER)) $(ARGS)
+
+evidence: setup ## each paper's protocol -> results/<paper>/ + RESULTS.md: make evidence [PAPERS=wisca,pc_layer]
+	$(PY) -m sweeps.evidence $(if $(PAPERS),papers=$(PAPERS)) $(if $(WORKERS),workers=$(WORKERS)) $(ARGS)
+
+ledger: $(STAMP) ## regenerate RESULTS.md from the committed results/*/ exports
+	$(PY) -m analysis.ledger
 
 report: $(STAMP) ## tables, plots and verdicts: make report EXP=<preset or parent run id> | FROM=results/<paper>
 	$(PY) -m analysis.report $(if $(FROM),FROM=$(FROM),EXP=$(EXP)) $(ARGS)

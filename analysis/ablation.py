@@ -129,8 +129,11 @@ class Ablation:
         if self.parent is not None and self.parent.tags.get(CLAIM_TAG):
             return self.parent.tags[CLAIM_TAG]
         for col in (f"tags.{CLAIM_TAG}", f"params.{CLAIM_TAG}"):
-            if col in self.runs and self.runs[col].notna().any():
-                return str(self.runs[col].dropna().iloc[0])
+            if col in self.runs:
+                named = self.runs[col].dropna().astype(str)
+                named = named[named != ""]  # the schema's default: no claim named
+                if len(named):
+                    return named.iloc[0]
         return self.name
 
 

@@ -1,6 +1,7 @@
 """The evidence ledger's driver: run each paper's evidence protocol, export what it measured, report, ledger.
 
     python -m sweeps.evidence [papers=wisca,pc_layer,...] [workers=N] [runs_dir=runs] [results_dir=results]
+                              [ledger=RESULTS.md] [run overrides for every cell]
 
 For each paper, `conf/evidence/<paper>.yaml` names the run preset (`conf/experiment/evidence/<paper>.yaml`)
 and the blocks of cells it runs (arms x seeds; headline arms get more seeds). Every block goes through
@@ -54,6 +55,8 @@ class EvidenceArgs:
     workers: int | None = None
     runs_dir: str = "runs"
     results_dir: str = "results"
+    ledger: str = str(REPO / "RESULTS.md")
+    recipe_overrides: dict[str, str] = field(default_factory=dict)  # finetune.<field>=value
     overrides: list[str] = field(default_factory=list)
 
 
@@ -94,6 +97,10 @@ def parse_args(argv: list[str]) -> EvidenceArgs:
             args.workers = int(value)
         elif key == "results_dir":
             args.results_dir = value
+        elif key == "ledger":
+            args.ledger = value
+        elif key.startswith("finetune."):
+            args.recipe_overrides[key.split(".", 1)[1]] = value
         else:
             if key == "runs_dir":
                 args.runs_dir = value
@@ -124,17 +131,17 @@ def check_all(specs: list[EvidenceSpec], args: EvidenceArgs) -> None:
         if spec.finetune:
             from lit_modules.finetune import load_recipe
 
-            load_recipe(spec.finetune)
+            load_recipe(spec.finetune, args.recipe_overrides)
 
 
-def _finetune_one(base_run_id: str, recipe_name: str, runs_dir: str) -> str:
+def _finetune_one(base_run_id: str, recipe, runs_dir: str) -> str:
     """One fine-tune in a worker process with one thread (cores are shared with the other workers)."""
     import torch
 
     from lit_modules.finetune import finetune
 
     torch.set_num_threads(1)
-    return finetune(base_run_id, recipe_name, runs_dir, overrides=["trainer.num_threads=1"]).line()
+    return finetune(base_run_id, recipe, runs_dir, overrides=["trainer.num_threads=1"]).line()
 
 
 def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> int:
@@ -145,7 +152,7 @@ def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> int:
     from sweeps.plasticity import base_runs, find_parent, finished_finetune
 
     client = MlflowClient(tracking_uri(None, args.runs_dir))
-    recipe = load_recipe(spec.finetune)
+    recipe = load_recipe(spec.finetune, args.recipe_overrides)
     parent = find_parent(client, spec.preset)
     bases = base_runs(client, parent) if parent is not None else []
     todo = [b.info.run_id for b in bases if finished_finetune(client, b, recipe) is None]
@@ -153,7 +160,7 @@ def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> int:
           f"({workers} workers x 1 thread)", flush=True)
     failed = 0
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_finetune_one, run_id, spec.finetune, args.runs_dir): run_id for run_id in todo}
+        futures = {pool.submit(_finetune_one, run_id, recipe, args.runs_dir): run_id for run_id in todo}
         for future in as_completed(futures):
             try:
                 print(f"  {future.result()}", flush=True)
@@ -167,10 +174,29 @@ def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def finished_work(spec: EvidenceSpec, runs_dir: str) -> tuple[int, int]:
+    """(finished cells, finished fine-tunes) of the preset's grid in the store: what a call has added."""
+    from lit_modules.finetune import load_recipe
+    from lit_modules.tracking.store import resolve_tracking_uri
+    from mlflow.tracking import MlflowClient
+    from sweeps.plasticity import base_runs, find_parent, finished_finetune
+
+    uri = resolve_tracking_uri(None, runs_dir)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
+        return 0, 0  # a fresh store: nothing done yet (and nothing created by asking)
+    client = MlflowClient(uri)
+    parent = find_parent(client, spec.preset)
+    bases = base_runs(client, parent) if parent is not None else []
+    recipe = load_recipe(spec.finetune) if spec.finetune else None
+    tuned = sum(finished_finetune(client, b, recipe) is not None for b in bases) if recipe else 0
+    return len(bases), tuned
+
+
 def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     from sweeps.ablate import main as ablate
 
     started = time.time()
+    before = finished_work(spec, args.runs_dir)
     print(f"[{spec.paper}] {spec.cells()} cells in {len(spec.blocks)} blocks of preset {spec.preset}", flush=True)
     failed = 0
     for block in spec.blocks:
@@ -181,10 +207,21 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     if spec.finetune:
         failed += finetune_bases(spec, args, args.workers or default_workers())
     wall = time.time() - started
-    from analysis.evidence import publish
+    from analysis.load_runs import RunStore
+    from analysis.provenance import provenance_record, read_provenance
+    from analysis.report import export_results
 
-    out = publish(spec.preset, Path(args.results_dir) / spec.paper, runs_dir=args.runs_dir, command=command,
-                  wall_time_s=wall, workers=args.workers or default_workers(), threads_per_worker=1)
+    store = RunStore(args.runs_dir)
+    folder = Path(args.results_dir) / spec.paper
+    provenance = read_provenance(folder)
+    if provenance is None or finished_work(spec, args.runs_dir) != before:
+        # New measurements: this call made (or completed) them. A call that only re-exports keeps the record
+        # of the call that ran the cells, so the wall time stays the time the evidence took.
+        resumed = before != (0, 0)
+        provenance = provenance_record(command, wall + (provenance or {}).get("wall_time_s", 0.0) * resumed,
+                                       args.workers or default_workers(), threads_per_worker=1)
+    out = export_results(store.resolve(spec.preset).info.run_id, folder,
+                         runs_dir=args.runs_dir, store=store, provenance=provenance)
     print(f"[{spec.paper}] report: {out} ({wall / 60:.1f} min)", flush=True)
     return 1 if failed else 0
 
@@ -207,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         codes.append(code)
     from analysis.ledger import write_ledger
 
-    print(f"ledger: {write_ledger(Path(args.results_dir), REPO / 'RESULTS.md')}")
+    print(f"ledger: {write_ledger(args.results_dir, args.ledger)}")
     return 1 if any(codes) else 0
 
 

@@ -44,7 +44,7 @@ def test_cells_train_at_twenty_tokens_per_parameter_or_the_papers_140(paper: str
 
 
 def test_headline_arms_get_at_least_five_paired_seeds() -> None:
-    headline = {"wisca": ["origin", "qk_vo_ten"], "small_init": ["gamma05", "gamma1_eps_gate"],
+    headline = {"wisca": ["origin", "qk_vo_ten"], "small_init": ["baseline", "small_eps_gate"],
                 "mols": ["baseline_lr3e-3", "snr_lr3e-3"], "pc_layer": ["adamw_baseline", "adamw_pc4",
                 "muon_baseline", "muon_pc2"], "wd_plasticity": ["tpp140_wd0.1", "tpp140_wd0.3"]}
     for paper, arms in headline.items():
@@ -60,3 +60,26 @@ def test_bad_protocol_names_are_one_sentence() -> None:
     with pytest.raises(ConfigError, match="workers=0 must be a positive integer"):
         parse_args(["workers=0"])
     assert parse_args([]).papers == PAPERS
+
+
+def test_evidence_runs_a_protocol_exports_it_and_writes_the_ledger(tmp_path: Path, monkeypatch) -> None:
+    """The whole verb on a tiny protocol: cells (parallel), fine-tunes, export, report from files, ledger."""
+    import sweeps.evidence as evidence
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "smoke.yaml").write_text(
+        "preset: smoke\nfinetune: python_docs\nblocks:\n  - {arms: [baseline, no_decay], seeds: [0, 1]}\n"
+        "  - {arms: [no_decay], seeds: [2]}\n")
+    monkeypatch.setattr(evidence, "SPEC_DIR", specs)
+    results, ledger = tmp_path / "results", tmp_path / "RESULTS.md"
+    argv = ["papers=smoke", f"runs_dir={tmp_path / 'runs'}", f"results_dir={results}", f"ledger={ledger}",
+            "trainer.max_steps=6", "finetune.steps=4", "workers=2"]
+    assert evidence.main(argv) == 0
+    report = (results / "smoke" / "report.md").read_text()
+    assert "provenance" in report.lower()
+    assert (results / "smoke" / "data" / "runs.csv").is_file()
+    assert "smoke" in ledger.read_text()
+    # Everything finished: a second call runs no cell and no fine-tune, and the report is unchanged.
+    assert evidence.main(argv) == 0
+    assert (results / "smoke" / "report.md").read_text() == report  # provenance kept: the cells ran before
