@@ -173,6 +173,7 @@ def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniq
         **{f"hw.{k}": v for k, v in repro.hardware().items()},
         **({"ablation.name": cfg.ablation.name, "ablation.arm": cfg.ablation.arm} if cfg.ablation.name else {}),
         **dict(cfg.tags or {}),
+        **OmegaConf.to_object(cfg.init).tags(cfg.model.tie_embeddings),
     }
     for technique in techniques:
         tags.update(technique.tags())
