@@ -190,6 +190,7 @@ def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniq
         **({"ablation.name": cfg.ablation.name, "ablation.arm": cfg.ablation.arm} if cfg.ablation.name else {}),
         **({"ablation.claim": cfg.ablation.claim} if cfg.ablation.claim else {}),
         **dict(cfg.tags or {}),
+        **OmegaConf.to_object(cfg.init).tags(cfg.model.tie_embeddings),
     }
     for technique in techniques:
         tags.update(technique.tags())

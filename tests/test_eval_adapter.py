@@ -15,7 +15,7 @@ from lit_modules.data import ByteTokenizer
 from lit_modules.evaluation import EvalConfig, EvalError
 from lit_modules.evaluation.adapter import LiveLM
 from lit_modules.evaluation.hub import hub_unreachable_sentence
-from lit_modules.evaluation.windows import scoring_windows
+from lit_modules.evaluation.windows import continuation_windows, scoring_windows
 from lit_modules.model import Llama, LlamaConfig
 
 TOK = ByteTokenizer()
@@ -41,6 +41,23 @@ class Bigram(nn.Module):
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         assert idx.shape[1] <= self.max_seq_len
         return self.table[idx]
+
+
+class LastTokens(nn.Module):
+    """Logits depend on the last `k` tokens only (a causal convolution, zero-padded on the left): any window
+    holding those k tokens predicts exactly what the whole sequence predicts."""
+
+    def __init__(self, vocab: int, k: int, max_seq_len: int, seed: int = 0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.k, self.max_seq_len = k, max_seq_len
+        self.emb = nn.Embedding(vocab, 8)
+        self.conv = nn.Conv1d(8, vocab, k)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        assert idx.shape[1] <= self.max_seq_len
+        x = F.pad(self.emb(idx).transpose(1, 2), (self.k - 1, 0))
+        return self.conv(x).transpose(1, 2)
 
 
 class Successor(nn.Module):
@@ -123,6 +140,57 @@ def test_windows_predict_every_token_exactly_once(length, n_prefix, max_len):
         )
         predicted += list(window.targets)
     assert predicted == tokens[n_prefix:]
+
+
+@pytest.mark.parametrize(
+    "length, n_prefix, max_len", [(50, 1, 16), (50, 20, 16), (17, 1, 16), (100, 40, 7), (30, 2, 2), (9, 1, 8)]
+)
+def test_continuation_windows_give_every_token_its_full_context(length, n_prefix, max_len):
+    """A continuation longer than the window: each token predicted once, from >= max_len - 1 preceding tokens
+    (or from all of them near the start); a continuation that fits is cut exactly as before."""
+    tokens = list(range(length))  # values are their own positions
+    windows = continuation_windows(0, tokens, n_prefix, max_len)
+    predicted = []
+    for window in windows:
+        assert 1 <= len(window.inputs) <= max_len and len(window.targets) <= len(window.inputs)
+        start, end = window.inputs[0], window.inputs[-1] + 1  # the window reads tokens[start:end]
+        assert list(window.targets) == tokens[end - len(window.targets) + 1 : end + 1]
+        for position in window.targets:
+            assert position - start >= min(position, max_len - 1)
+        predicted += list(window.targets)
+    assert predicted == tokens[n_prefix:]
+    if length - n_prefix <= max_len:
+        assert windows == scoring_windows(0, tokens, n_prefix, max_len)
+
+
+def test_long_continuation_is_scored_with_its_context():
+    """k = max_len - 1: a token sees all it depends on iff it gets max_len - 1 preceding tokens, so the score
+    must equal the unwindowed one; and a long continuation's score depends on the context before it."""
+    model = LastTokens(TOK.vocab_size, k=15, max_seq_len=16)
+    lm = LiveLM(model, TOK, batch_size=4, device="cpu")
+    continuation = " and then the whole of the long tale was told again, word by word"  # 65 bytes >> 16
+    contexts = ["The first context ends here.", "Quite another beginning, same end here."]
+    scores = [score for score, _ in lm.loglikelihood(ll_requests([(c, continuation) for c in contexts]))]
+    model.max_seq_len = 10_000  # the reference: one forward pass over the whole sequence
+    for context, score in zip(contexts, scores):
+        expected = direct_logprob(model, [TOK.eos_id] + TOK.encode(context), TOK.encode(continuation))
+        assert score == pytest.approx(expected, abs=1e-4)
+    assert abs(scores[0] - scores[1]) > 1e-3  # the two contexts share their last 6 bytes, not more
+
+
+def test_long_continuations_leave_the_other_scores_bit_identical():
+    """Requests that fit are windowed and batched exactly as before, with or without long ones beside them."""
+    model = tiny_llama(max_seq_len=16)
+    lm = LiveLM(model, TOK, batch_size=3, device="cpu")
+    fitting = [(c, x) for c, x in PAIRS if len(TOK.encode(x)) <= 16]
+    alone = lm.loglikelihood(ll_requests(fitting))
+    long = ("Once", " upon a time there was a continuation far longer than sixteen bytes")
+    mixed = lm.loglikelihood(ll_requests([long, *fitting, long]))
+    assert mixed[1:-1] == alone
+    pairs = [lm.encode_pair(*pair) for pair in fitting]  # the old cut: one window per request
+    old = [scoring_windows(i, p + c, len(p), 16) for i, (p, c) in enumerate(pairs)]
+    assert all(len(w) == 1 for w in old)
+    assert [score for score, _ in alone] == [score for score, _ in lm.score_windows([w[0] for w in old])]
 
 
 def test_rolling_loglikelihood_of_a_document_longer_than_the_context():

@@ -83,6 +83,31 @@ def test_items_are_well_formed(heldout):
         assert heldout[item["doc"]][item["offset"] :].startswith(item["text"])
 
 
+def test_no_item_has_an_empty_context():
+    """A sentence after a line longer than the context window: the offset is far past the minimum, but the
+    context (cut at a line start) would be a lone newline; such a sentence is no item."""
+    long_line = "[A stage direction that runs on " + "and on " * 80 + "until it ends.]"  # > 400 chars
+    play = (
+        "KING:\nWe open here with words enough to be a context for what follows.\n"
+        "And a second line of it, to be sure.\n\nQUEEN:\nThen let the next one speak.\n\n"
+        f"{long_line}\n\nGARTER:\nHeaven send prosperous life to the high and mighty princess.\n"
+    )
+    items = build_nextsent([play], 50, seed=0, n_choices=2)
+    answers = [item["choices"][item["label"]] for item in items]
+    assert answers == ["And a second line of it, to be sure.", "QUEEN:\nThen let the next one speak."]
+    assert all(len(item["context"].strip()) >= 50 for item in items)
+    cloze = build_cloze([play.replace("princess.", "princess is here.")], 50, seed=0, n_choices=2)
+    # "princess" and "here" follow the long line: their contexts would hold a newline and one short line.
+    assert [item["choices"][item["label"]] for item in cloze] == ["sure", "speak"]
+    assert all(len(item["context"].strip()) >= 100 for item in cloze)
+
+
+@pytest.mark.parametrize("builder, minimum", [(build_cloze, 100), (build_nextsent, 50)])
+def test_every_heldout_item_has_its_minimum_context(builder, minimum, heldout):
+    items = builder(heldout, 300, seed=1234)  # the run's default items
+    assert len(items) == 300 and min(len(item["context"].strip()) for item in items) >= minimum
+
+
 def test_items_never_come_from_training_text(heldout, train_text):
     for item in build_cloze(heldout, 300, seed=0) + build_nextsent(heldout, 300, seed=0):
         assert item["context"][-150:] not in train_text

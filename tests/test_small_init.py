@@ -13,6 +13,7 @@ from sweeps.space import as_overrides
 from sweeps.sweep_config import load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[1]
+INIT_TAGS = ("init.emb", "init.head", "fidelity.init.emb", "fidelity.init.head")
 DIAGNOSTICS = "diagnostics.names=[stable_rank,condensation,attention_sink]"
 
 # arm -> (init.gamma, model.norm_eps, model.attn_gate): the paper's sequence first, then the factorial's rest.
@@ -95,6 +96,12 @@ def test_diagnostics_are_logged_to_mlflow_end_to_end(tmp_path):
     for key, points in history.items():
         assert len(points) == 3, key  # steps 0, 5 and 10
         assert all(0.0 <= p.value < 1e4 for p in points), key
+    # The embedding/head rules are left at the default papers.md calls an assumption, and tagged so.
+    tags = client.get_run(result.run_id).data.tags
+    assert {k: tags[k] for k in INIT_TAGS} == {
+        "init.emb": "same_rule", "init.head": "same_rule",
+        "fidelity.init.emb": "assumed", "fidelity.init.head": "assumed",
+    }
     # Step 0 of small init: std = d_in^-1 per matrix (tiny: d_model 64, d_ff 192).
     metrics = client.get_run(result.run_id).data.metrics
     assert metrics["init/std/layers.0.attn.q_proj.weight"] == pytest.approx(1 / 64, rel=0.05)
@@ -109,3 +116,21 @@ def test_diagnostics_are_logged_to_mlflow_end_to_end(tmp_path):
     assert len(heatmaps) == 3, heatmaps
     local = Path(client.download_artifacts(result.run_id, heatmaps[0], str(tmp_path / "dl")))
     assert local.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_explicit_embedding_and_head_rules_are_recorded_and_still_assumed(tmp_path, tied):
+    """No source confirms any reading, so a chosen rule is recorded and tagged `assumed` like the default;
+    a tied head follows the embedding's rule and says so."""
+    cfg = compose_run_config([
+        "regime=steps", "trainer.max_steps=2", f"runs_dir={tmp_path}", "init=small", "init.emb=fixed",
+        "init.head=d_model_rsqrt", f"model.tie_embeddings={str(tied).lower()}", "data.seq_len=32",
+        "data.batch_size=4", "data.val_batches=1", "trainer.val_every_n_steps=2",
+    ])
+    result = run(cfg)
+    assert result.status == "FINISHED"
+    tags = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(result.run_id).data.tags
+    assert {k: tags[k] for k in INIT_TAGS} == {
+        "init.emb": "fixed", "init.head": "tied" if tied else "d_model_rsqrt",
+        "fidelity.init.emb": "assumed", "fidelity.init.head": "assumed",
+    }

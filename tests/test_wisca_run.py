@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 
+from lit_modules.techniques import wisca as wisca_module
+from lit_modules.techniques.wisca import Wisca
 from lit_modules.train import run
 from sweeps.compose import compose_run_config
 
@@ -44,6 +47,33 @@ def test_init_and_periodic_channel_wisca_with_muon_and_rescale(tmp_path):
     assert result.status == "FINISHED"
     assert _history(tmp_path, result.run_id, "wisca/transitions") == [(0, 1.0), (9, 2.0)]
     assert len(_history(tmp_path, result.run_id, "wisca/layer1/qk_scale_max")) == 2
+
+
+def test_wisca_on_pc_weights_keeps_the_function_in_a_real_run(tmp_path, monkeypatch):
+    """pc=level4 makes o_proj's weight a computed one: through the real entry point, each transition leaves
+    the logits unchanged and rescales the Adam state of every weight it moved (o_proj's raw weight too)."""
+    changes, policy_calls = [], []
+    transition, policy = Wisca.transition, wisca_module.apply_opt_state_policy
+
+    def measured_transition(self, model):
+        idx = torch.arange(48).remainder(97)[None]
+        with torch.no_grad():
+            before = model(idx)
+            out = transition(self, model)
+            after = model(idx)
+        changes.append(((after - before).abs().max() / before.abs().max()).item())
+        return out
+
+    def counted_policy(optimizer, rescales, name):
+        policy_calls.append((policy(optimizer, rescales, name), len(rescales)))
+
+    monkeypatch.setattr(Wisca, "transition", measured_transition)
+    monkeypatch.setattr(wisca_module, "apply_opt_state_policy", counted_policy)
+    result = _train(tmp_path, "pc=level4", "wisca=qk_vo_tensor", "techniques.wisca.every_n_steps=5",
+                    "techniques.wisca.opt_state=rescale", "trainer.max_steps=10")
+    assert result.status == "FINISHED"
+    assert len(changes) == 2 and max(changes) < 2e-5, changes
+    assert policy_calls and all(touched == rescaled for touched, rescaled in policy_calls), policy_calls
 
 
 @pytest.mark.slow

@@ -10,8 +10,11 @@ Scoring rules (they change scores, so they are explicit and logged with the resu
 - `add_bos`: every sequence starts with the document-start token (`bos_token`: our EOS by default, which is
   what precedes a document in training). An empty context always gets it, so there is something to
   condition on.
-- Contexts longer than `max_seq_len` are left-truncated (see `windows.py`); a continuation or a rolling
-  document longer than that is scored in windows that predict every token exactly once.
+- Contexts longer than `max_seq_len` are left-truncated (see `windows.py`); a rolling document longer than
+  that is scored in disjoint windows that predict every token exactly once (lm-eval's rolling windows). A
+  continuation longer than that (lm-eval's HF model refuses one) is scored in overlapping windows, so every
+  one of its tokens is predicted from at least `max_seq_len - 1` preceding tokens, context included; those
+  windows are batched on their own, so the other requests' scores are what they are without them.
 - Requests become windows, sorted by length (longest first) and batched `batch_size` at a time with right
   padding, which a causal model never attends to.
 The model is moved to `device` and put in eval mode while scoring (its train/eval mode is restored after).
@@ -27,7 +30,7 @@ import torch.nn.functional as F
 from lm_eval.api.model import LM
 from torch import nn
 
-from .windows import Window, scoring_windows
+from .windows import Window, continuation_windows, is_long_continuation, scoring_windows
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -89,6 +92,7 @@ class LiveLM(LM):
             "prefix_token_id": self.prefix_id,
             "max_seq_len": self.max_seq_len,
             "truncation": "left",
+            "long_continuations": "overlapping windows",
             "device": str(self._device),
             "precision": self.precision,
             "tokenizer": getattr(self.tokenizer, "name", type(self.tokenizer).__name__),
@@ -158,18 +162,24 @@ class LiveLM(LM):
         return results
 
     def score_token_requests(
-        self, requests: Sequence[tuple[list[int], list[int]]]
+        self, requests: Sequence[tuple[list[int], list[int]]], rolling: bool = False
     ) -> list[tuple[float, bool]]:
-        """(log p(continuation | prefix), greedy?) for token-level (prefix, continuation) pairs."""
-        windows: list[Window] = []
+        """(log p(continuation | prefix), greedy?) for token-level (prefix, continuation) pairs.
+
+        `rolling`: disjoint windows (a document's perplexity), else a long continuation gets overlapping ones.
+        """
+        cut = scoring_windows if rolling else continuation_windows
+        fitting: list[Window] = []
+        long: list[Window] = []  # batched apart, so they never change how the fitting requests are batched
         for index, (prefix, continuation) in enumerate(requests):
-            windows += scoring_windows(
-                index, list(prefix) + list(continuation), len(prefix), self.max_seq_len
-            )
+            tokens = list(prefix) + list(continuation)
+            apart = not rolling and is_long_continuation(len(tokens), len(prefix), self.max_seq_len)
+            (long if apart else fitting).extend(cut(index, tokens, len(prefix), self.max_seq_len))
         totals = [[0.0, True] for _ in requests]
-        for window, (logprob, greedy) in zip(windows, self.score_windows(windows)):
-            totals[window.request][0] += logprob
-            totals[window.request][1] = totals[window.request][1] and greedy
+        for windows in (fitting, long):
+            for window, (logprob, greedy) in zip(windows, self.score_windows(windows)):
+                totals[window.request][0] += logprob
+                totals[window.request][1] = totals[window.request][1] and greedy
         return [(total, greedy) for total, greedy in totals]
 
     # ---- lm-eval's three request types ----------------------------------------------------------------
@@ -180,7 +190,7 @@ class LiveLM(LM):
     def loglikelihood_rolling(self, requests: Iterable, disable_tqdm: bool = False) -> list[float]:
         """log p(document | start token): every token predicted once, with as much context as fits."""
         pairs = [([self.prefix_id], self.tokenizer.encode(request.args[0])) for request in requests]
-        return [logprob for logprob, _ in self.score_token_requests(pairs)]
+        return [logprob for logprob, _ in self.score_token_requests(pairs, rolling=True)]
 
     def generate_until(self, requests: Iterable, disable_tqdm: bool = False) -> list[str]:
         """Greedy decoding, batched; stops at any `until` string, at EOS, or after `max_gen_toks` tokens."""

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from .local_text import context_before, final_word_spans, passage_spans, sentence_spans
 
-BUILDER_VERSION = 2  # bump when any rule below changes: cached task files are rebuilt
+BUILDER_VERSION = 3  # bump when any rule below changes: cached task files are rebuilt
 
 
 def _rng(seed: int, kind: str) -> random.Random:
@@ -31,6 +31,14 @@ def _pick(candidates: list, n_items: int, rng: random.Random) -> list:
         return list(candidates)
     chosen = sorted(rng.sample(range(len(candidates)), n_items))
     return [candidates[i] for i in chosen]
+
+
+def _has_context(text: str, offset: int, context_chars: int, min_context_chars: int) -> bool:
+    """The context an item at `offset` would get holds at least `min_context_chars` non-blank characters.
+
+    Not `offset >= min_context_chars`: the context starts at a line start when one is in range, so a long
+    line before `offset` (a stage direction, a paragraph) can leave it empty or a lone newline."""
+    return len(context_before(text, offset, context_chars).strip()) >= min_context_chars
 
 
 def _choices(true: str, pool: list[str], n_choices: int, rng: random.Random) -> tuple[list[str], int]:
@@ -61,7 +69,7 @@ def build_cloze(
     candidates = []
     for doc_index, text in enumerate(documents):
         for span in final_word_spans(text):
-            if span.start >= min_context_chars:
+            if _has_context(text, span.start, context_chars, min_context_chars):
                 candidates.append((doc_index, span.start, text[span.start : span.end]))
     pools = {
         upper: [word for _, _, word in candidates if word[0].isupper() == upper] for upper in (True, False)
@@ -90,7 +98,7 @@ def build_nextsent(
             if not low <= len(sentence) <= high:
                 continue
             pool.append(sentence)
-            if span.start >= min_context_chars:
+            if _has_context(text, span.start, context_chars, min_context_chars):
                 candidates.append((doc_index, span.start, sentence))
     return _choice_items(documents, _pick(candidates, n_items, rng), lambda _: pool, n_choices, context_chars, rng)
 

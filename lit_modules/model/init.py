@@ -63,6 +63,21 @@ class InitConfig:
             out.append(f"gamma must be >= 0, got {self.gamma}.")
         return out
 
+    def tags(self, tie_embeddings: bool = False) -> dict[str, str]:
+        """Run tags for the embedding and head rules (see the module docstring).
+
+        papers.md leaves which matrices get d_in ** -gamma UNCONFIRMED and marks the default (the rule with
+        d_in = d_model for both) as an assumption; the other readings are no better confirmed, so the
+        fidelity tag is `assumed` whichever is chosen, and `init.emb`/`init.head` record the choice. With
+        tied embeddings the head is the embedding matrix and follows `emb`.
+        """
+        return {
+            "init.emb": self.emb,
+            "init.head": "tied" if tie_embeddings else self.head,
+            "fidelity.init.emb": "assumed",
+            "fidelity.init.head": "assumed",
+        }
+
 
 def _block_matrix_std(name: str, fan_in: int, cfg: InitConfig, n_layers: int) -> float:
     if cfg.rule == "fan_in_power":

@@ -119,6 +119,29 @@ class PCParametrization(nn.Module):
         self.u.copy_(u)
         self.v.copy_(v)
 
+    # --- what an outside rescale of the raw weight does (WISCA's transitions) ------------------------
+
+    def scaling_problem(self, kind: str) -> str | None:
+        """Why scaling the raw weight by a positive factor of `kind` ("tensor", "rows" or "columns") does
+        not scale this map's output by the same factor, or None when it does.
+
+        With norm recovery the map is positively homogeneous of degree 1: for c > 0,
+        sigma(cW) = c u^T W v + eps = c sigma(W) (up to eps, ~1e-7 of a refreshed sigma), so
+        p(cW / sigma(cW)) = p(W / sigma(W)) and the recovered sg(sigma) carries c. u and v are directions,
+        which the power iteration finds unchanged on cW, and the stop-gradient only affects the backward.
+        Without recovery p(W / sigma) ignores the scale. A per-row or per-column factor D commutes with the
+        odd polynomial only at level 0 (p is the identity): p(D X) != D p(X) for any higher level.
+        """
+        if not self.recover_norm:
+            return (
+                "without norm recovery (techniques.pc.recover_norm=false) the PC weight ignores any scale of "
+                "its raw weight"
+            )
+        if kind != "tensor" and len(coefficients(self.level)) > 1:
+            per = "row" if kind == "rows" else "column"
+            return f"the level-{self.level} PC polynomial does not commute with a per-{per} scale"
+        return None
+
     def extra_repr(self) -> str:
         gamma = self.gamma is not None
         return f"level={self.level}, recover_norm={self.recover_norm}, gamma={gamma}, eps={self.eps}"

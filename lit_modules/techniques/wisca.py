@@ -11,10 +11,16 @@ DDP: the scales are a deterministic function of the weights, which every rank ho
 rank computes the same scales; when torch.distributed is initialized they are additionally broadcast from
 rank 0 so no reduction-order difference can ever make the replicas drift apart. FSDP shards the weights,
 so it is refused. The math is in `wisca_math.py`, the optimizer-state policy in `wisca_opt_state.py`.
+
+With the PC layer (`pc=level*`) a target's weight is computed from a raw one; the factor then goes to the
+raw weight (which also holds the optimizer state), and that is exact only where the PC map carries it
+(`scalable_weight.py`): a scalar with norm recovery on, a per-channel factor only at level 0. Every other
+combination is refused by `problems()`, checked on the model with all the run's techniques applied.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
@@ -24,6 +30,7 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from lit_modules.techniques.base import Technique
+from lit_modules.techniques.scalable_weight import scaling_problem
 from lit_modules.techniques.wisca_math import (
     CHANNEL_REDUCES,
     GRANULARITIES,
@@ -31,6 +38,7 @@ from lit_modules.techniques.wisca_math import (
     apply_rescales,
     plan_qk,
     plan_vo,
+    scaled_projections,
 )
 from lit_modules.techniques.wisca_opt_state import OPT_STATE_POLICIES, apply_opt_state_policy
 
@@ -39,8 +47,13 @@ QK_NORM_NAMES = ("q_norm", "k_norm")
 PAPER_PERIOD = 250
 
 
-def structure_problems(model: nn.Module, qk: bool) -> list[str]:
-    """Reasons WISCA cannot transform `model` exactly (one sentence each; empty = fine)."""
+def structure_problems(model: nn.Module, qk: bool, scaled: Sequence[tuple[str, str, str]] = ()) -> list[str]:
+    """Reasons WISCA cannot transform `model` exactly (one sentence each; empty = fine).
+
+    `scaled` lists (pair, projection, kind of factor) for every weight the transition multiplies; a weight
+    whose parametrization cannot carry its factor (the PC layer without norm recovery, or with a per-channel
+    factor above level 0) is refused here, since the transition would silently change the function.
+    """
     layers = getattr(model, "layers", None)
     if layers is None:
         return ["WISCA needs a model with attention blocks at `layers[i].attn`."]
@@ -57,7 +70,22 @@ def structure_problems(model: nn.Module, qk: bool) -> list[str]:
                 "WISCA's QK scaling is not output-preserving with QK-norm (q_norm/k_norm re-normalize each "
                 "head after the projection), so set techniques.wisca.qk=false for this model."
             ]
-    return []
+    refused: dict[tuple[str, str], list[str]] = {}  # (pair, reason) -> projections, in plan order
+    for pair, proj, kind in scaled:
+        for layer in layers:
+            reason = scaling_problem(getattr(layer.attn, proj), kind)
+            if reason and proj not in refused.setdefault((pair, reason), []):
+                refused[(pair, reason)].append(proj)
+    problems = []
+    for (pair, reason), projs in refused.items():
+        names = " and ".join(projs)
+        channel = any(kind != "tensor" for p, _, kind in scaled if p == pair)
+        alternative = f", use techniques.wisca.{pair}_granularity=tensor," if channel else ""
+        problems.append(
+            f"WISCA's {pair.upper()} transition cannot rescale {names} exactly: {reason}; set "
+            f"techniques.wisca.{pair}=false{alternative} or keep {names} out of techniques.pc.targets."
+        )
+    return problems
 
 
 def _broadcast_from_rank0(rescales: list[Rescale]) -> list[Rescale]:
@@ -133,16 +161,41 @@ class Wisca(Technique):
                 "WISCA is exactly output-preserving only with fp32 weights, and trainer.precision=bf16-true "
                 "has no fp32 master copy; use bf16-mixed."
             )
-        model = _meta_model(cfg)
+        model = self._model_as_trained(cfg)
         if model is not None:
-            p += structure_problems(model, self.qk)
+            p += structure_problems(model, self.qk, self.scaled_weights())
         return p
+
+    def scaled_weights(self) -> list[tuple[str, str, str]]:
+        """(pair, projection, kind of factor) for every weight a transition multiplies."""
+        pairs = [("qk", self.qk_granularity)] * self.qk + [("vo", self.vo_granularity)] * self.vo
+        return [(pair, proj, kind) for pair, g in pairs for proj, kind in scaled_projections(pair, g)]
+
+    @staticmethod
+    def _model_as_trained(cfg: Any) -> nn.Module | None:
+        """The configured model on the meta device with every other technique's build-time transform applied.
+
+        Exactness is a property of that model, whenever a transition runs: an at-init transition scales raw
+        weights before the PC layer is attached, which is the same as scaling them after."""
+        from hydra.utils import instantiate
+
+        model = _meta_model(cfg)
+        for node in (cfg.get("techniques") or {}).values():
+            if model is None or node is None:
+                continue
+            try:
+                other = instantiate(node)
+                if not isinstance(other, Wisca):
+                    model = other.transform_model(model)
+            except Exception:  # noqa: BLE001 - that technique's own problems() reports why it cannot build
+                return None
+        return model
 
     # ------------------------------------------------------------------ the transition
 
     def transition(self, model: nn.Module) -> tuple[list[Rescale], dict[str, float]]:
         """Rescale every layer in place; returns the rescales and per-layer metrics measured before them."""
-        problems = structure_problems(model, self.qk)
+        problems = structure_problems(model, self.qk, self.scaled_weights())
         if problems:
             raise ValueError(problems[0])
         rescales: list[Rescale] = []

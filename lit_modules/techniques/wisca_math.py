@@ -22,6 +22,10 @@ Channel level (UNCONFIRMED in the paper; this is the only exact construction we 
   An output gate multiplies the SDPA output per channel (or per head) before o_proj; a per-channel
   scale commutes with it, so the gate's own weights are never touched.
 A pair with a zero norm on either side keeps scale 1 (nothing to balance).
+
+Parametrized weights (the PC layer): the norms are those of the effective weights the model computes with,
+and each factor is applied to the tensor that stores the weight (`scalable_weight.py`), which the caller
+must have checked can carry it exactly (`scaled_projections` says which kind of factor each weight gets).
 """
 
 from __future__ import annotations
@@ -31,17 +35,36 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from lit_modules.techniques.scalable_weight import scalable_weight
+
 GRANULARITIES = ("tensor", "channel")
 CHANNEL_REDUCES = ("sum", "mean")
 
 
 @dataclass(frozen=True)
 class Rescale:
-    """W' = factor * W for one weight; `factor` broadcasts against it (0-d, [rows, 1] or [1, cols])."""
+    """W' = factor * W for one weight; `factor` broadcasts against it (0-d, [rows, 1] or [1, cols]).
+
+    `param` is the trainable tensor that stores the weight (for a parametrized Linear, its original)."""
 
     name: str
     param: nn.Parameter
     factor: torch.Tensor
+
+
+def scaled_projections(pair: str, granularity: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(projection, kind of factor) for the two weights a pair's rescale multiplies ("qk" or "vo")."""
+    if pair == "qk":
+        kind = "tensor" if granularity == "tensor" else "rows"
+        return ("q_proj", kind), ("k_proj", kind)
+    if granularity == "tensor":
+        return ("v_proj", "tensor"), ("o_proj", "tensor")
+    return ("v_proj", "rows"), ("o_proj", "columns")
+
+
+def _stores(attn: nn.Module, pair: str, granularity: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tensors that store the pair's two weights, where each factor is applied."""
+    return tuple(scalable_weight(getattr(attn, proj), kind) for proj, kind in scaled_projections(pair, granularity))
 
 
 @dataclass(frozen=True)
@@ -132,34 +155,36 @@ def plan_qk(
 ) -> tuple[list[Rescale], dict[str, float]]:
     """Rescales for (W_q, W_k) and their stats: the L1 ratio before, and the scale(s) applied to W_q."""
     wq, wk = attn.q_proj.weight, attn.k_proj.weight
+    sq, sk = _stores(attn, "qk", granularity)
     stats = {"qk_l1_ratio": (l1(wq) / l1(wk)).item()}
     if granularity == "tensor":
         a = balancing_scale(l1(wk), l1(wq))
         stats["qk_scale"] = a.item()
-        return [Rescale("q_proj.weight", wq, a), Rescale("k_proj.weight", wk, 1.0 / a)], stats
+        return [Rescale("q_proj.weight", sq, a), Rescale("k_proj.weight", sk, 1.0 / a)], stats
     shape = attention_shape(attn)
     a = qk_channel_scales(wq, wk, shape, reduce, rope_pairs)
     stats.update(qk_scale_min=a.min().item(), qk_scale_max=a.max().item())
     return [
-        Rescale("q_proj.weight", wq, _query_rows(a, shape)),
-        Rescale("k_proj.weight", wk, _rows(1.0 / a)),
+        Rescale("q_proj.weight", sq, _query_rows(a, shape)),
+        Rescale("k_proj.weight", sk, _rows(1.0 / a)),
     ], stats
 
 
 def plan_vo(attn: nn.Module, granularity: str, reduce: str = "sum") -> tuple[list[Rescale], dict[str, float]]:
     """Rescales for (W_v, W_o) and their stats: the L1 ratio before, and the scale(s) applied to W_v."""
     wv, wo = attn.v_proj.weight, attn.o_proj.weight
+    sv, so = _stores(attn, "vo", granularity)
     stats = {"vo_l1_ratio": (l1(wv) / l1(wo)).item()}
     if granularity == "tensor":
         b = balancing_scale(l1(wo), l1(wv))
         stats["vo_scale"] = b.item()
-        return [Rescale("v_proj.weight", wv, b), Rescale("o_proj.weight", wo, 1.0 / b)], stats
+        return [Rescale("v_proj.weight", sv, b), Rescale("o_proj.weight", so, 1.0 / b)], stats
     shape = attention_shape(attn)
     t = vo_channel_scales(wv, wo, shape, reduce)
     stats.update(vo_scale_min=t.min().item(), vo_scale_max=t.max().item())
     return [
-        Rescale("v_proj.weight", wv, _rows(t)),
-        Rescale("o_proj.weight", wo, _query_columns(1.0 / t, shape)),
+        Rescale("v_proj.weight", sv, _rows(t)),
+        Rescale("o_proj.weight", so, _query_columns(1.0 / t, shape)),
     ], stats
 
 
