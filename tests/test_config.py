@@ -13,8 +13,9 @@ from lit_modules.config.validate import validate
 from lit_modules.train import run
 from sweeps.compose import compose_run_config
 
-# sweep and finetune files have their own schemas (sweeps/sweep_config.py, lit_modules/finetune.py).
-GROUPS = sorted(p.name for p in (REPO / "conf").iterdir() if p.is_dir() and p.name not in ("sweep", "arm", "hydra", "finetune"))
+# sweep, finetune and evidence files have their own schemas (sweeps/sweep_config.py, lit_modules/finetune.py,
+# sweeps/evidence.py).
+GROUPS = sorted(p.name for p in (REPO / "conf").iterdir() if p.is_dir() and p.name not in ("sweep", "arm", "hydra", "finetune", "evidence"))
 GPU_ONLY = {("trainer", "gpu"), ("trainer", "fsdp")}
 # Options that are templates for the user's own files: without them they must say what is missing.
 NEEDS_USER_INPUT = {
