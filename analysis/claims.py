@@ -10,10 +10,10 @@ is better) and, per arm, what the paper leads one to expect:
 - "worse":  the paper reports a degradation;
 - None:     a context arm (a factorial cell, a second baseline): the paper claims nothing; measured only.
 
-ARM NAMES AND VARIANTS. An arm may carry a model or sweep variant, `<arm>@<variant>` (`qk_vo_ten@x4`: the 4x
+ARM NAMES AND VARIANTS. An arm may carry a model or sweep variant, `<arm>@<variant>` (`qk_vo_tensor@x4`: the 4x
 wider rung; `origin@gqa`; `baseline@lr3e-3`: one point of an LR sweep). Expectations and the reference
 mapping apply to the part before `@` (the arm's *family*); an arm's reference is the claim's reference arm
-within the same variant (`qk_vo_ten@x4` vs `origin@x4`), so arms of different model sizes are never paired.
+within the same variant (`qk_vo_tensor@x4` vs `origin@x4`), so arms of different model sizes are never paired.
 
 SCALE. Every verdict states the scale it holds at: our non-embedding parameters, tokens, tokens per
 non-embedding parameter (TPP) and paired seeds, and the paper's TPP. A run is at *matched scale* when its
@@ -90,7 +90,7 @@ RULE_TEXT = (
 
 
 def split_arm(arm: str) -> tuple[str, str]:
-    """`qk_vo_ten@x4` -> (`qk_vo_ten`, `x4`); an arm without a variant has the variant ``""``."""
+    """`qk_vo_tensor@x4` -> (`qk_vo_tensor`, `x4`); an arm without a variant has the variant ``""``."""
     family, _, variant = str(arm).partition(VARIANT_SEP)
     return family, variant
 
@@ -280,21 +280,21 @@ CLAIMS: dict[str, Claim] = {
         paper_tpp_note="~1.3 TPP: 1.4B tokens / ~1.1B parameters (total; the layer shapes are not known)",
         checks=(
             Check("val/loss", "lower", "-2.12% average training perplexity (about -0.021 nats of loss) [PAPER-ABS]",
-                  relative_effects={"qk_vo_ten": WISCA_REL_LOSS},
+                  relative_effects={"qk_vo_tensor": WISCA_REL_LOSS},
                   assumption=f"[ASSUMED] -2.12% perplexity = ln(1 - 0.0212) = -0.0214 nats per Llama token, taken "
                              f"as {WISCA_REL_LOSS:+.2%} of the loss (the paper's TinyLlama origin train loss "
                              "1.3193), since our tokenizer differs"),
             Check("eval/*/acc", "higher", "+10.1% relative zero-shot average, QK_TEN + VO_TEN [SECONDARY]",
-                  relative_effects={"qk_vo_ten": 0.101, "qk_row_vo_ten": 0.062, "qk_vo_ten_init": 0.060},
+                  relative_effects={"qk_vo_tensor": 0.101, "qk_channel_vo_tensor": 0.062, "qk_vo_tensor_init": 0.060},
                   assumption="[ASSUMED] the relative gain of the paper's 4-task average applies to the mean "
                              "accuracy over our local tasks"),
         ),
         expect={
-            "qk_ten": "none", "vo_ten": "none", "qk_vo_ten": "better",
-            "qk_row_vo_ten": "better", "qk_vo_ten_init": "better",
+            "qk_tensor": "none", "vo_tensor": "none", "qk_vo_tensor": "better",
+            "qk_channel_vo_tensor": "better", "qk_vo_tensor_init": "better",
         },
         default_expect=None,
-        headline=("qk_vo_ten",),
+        headline=("qk_vo_tensor",),
     ),
     "small_init": Claim(
         preset="small_init",

@@ -25,7 +25,7 @@ def training_rows(models: list[str], steps: int, repeats: int) -> list[dict]:
     rows = []
     for model in models:
         base = [f"model={model}"]
-        variants = {"baseline": base, **{f"level{k}": [*base, f"pc=level{k}"] for k in LEVELS}}
+        variants = {"baseline": base, **{f"level{k}": [*base, f"pc_layer=level{k}"] for k in LEVELS}}
         times: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(repeats):
             for name, overrides in variants.items():
@@ -56,7 +56,7 @@ def _forward_seconds(model: torch.nn.Module, x: torch.Tensor, iters: int) -> flo
 
 def inference_rows(model_name: str, repeats: int, iters: int = 20, level: int = 4) -> list[dict]:
     """Forward time of the merged PC model and of the unmerged one, each over the plain baseline's."""
-    cfg = _config([f"model={model_name}", f"pc=level{level}"], 10)
+    cfg = _config([f"model={model_name}", f"pc_layer=level{level}"], 10)
     baseline, _ = build_model(_config([f"model={model_name}"], 10), [])
     unmerged, _ = build_model(cfg, build_techniques(cfg))
     merged, _ = build_model(cfg, build_techniques(cfg))

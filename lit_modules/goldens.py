@@ -31,8 +31,8 @@ COMMON = [
 ]
 CASES: dict[str, list[str]] = {
     "baseline": [],
-    "pc_level4": ["pc=level4"],
-    "pc_level2_muon": ["pc=level2", "optim=muon"],
+    "pc_level4": ["pc_layer=level4"],
+    "pc_level2_muon": ["pc_layer=level2", "optim=muon"],
     "wisca_qk_vo_tensor": ["wisca=qk_vo_tensor", "techniques.wisca.every_n_steps=10"],
     "wisca_channel_rescale": ["wisca=qk_channel_vo_tensor", "techniques.wisca.every_n_steps=10",
                               "techniques.wisca.opt_state=rescale"],

@@ -3,8 +3,8 @@
     space:
       optim.lr:           {type: float, low: 1.0e-4, high: 3.0e-2, log: true}
       model:              {type: categorical, choices: [tiny, small]}
-      techniques/pc:      {type: categorical, choices: [none, pc]}
-      techniques.pc.level: {type: int, low: 1, high: 4, when: {techniques/pc: [pc]}}
+      techniques/pc_layer:      {type: categorical, choices: [none, pc]}
+      techniques.pc_layer.level: {type: int, low: 1, high: 4, when: {techniques/pc_layer: [pc]}}
 
 `when` makes a parameter conditional: it is sampled only if every named parameter took one of the
 listed values, so an inactive parameter never appears in a trial. Declaration order is sampling order.

@@ -88,22 +88,22 @@ def test_holm_across_arms_turns_three_raw_p_of_0_03_into_0_09():
 
 
 def test_variants_compare_within_their_rung_and_state_their_own_scale():
-    values = {"origin": [3.0, 3.01, 3.02], "qk_vo_ten": [2.9, 2.91, 2.92],
-              "origin@x4": [2.5, 2.51, 2.52], "qk_vo_ten@x4": [2.5, 2.512, 2.518]}
+    values = {"origin": [3.0, 3.01, 3.02], "qk_vo_tensor": [2.9, 2.91, 2.92],
+              "origin@x4": [2.5, 2.51, 2.52], "qk_vo_tensor@x4": [2.5, 2.512, 2.518]}
     ab = handmade(values, name="evidence_wisca", claim="wisca", baseline="origin", params={"x4": 400_000},
                   tokens=8_000_000)
-    assert ab.claim_key == "wisca" and ab.arms == ["origin", "qk_vo_ten", "origin@x4", "qk_vo_ten@x4"]
+    assert ab.claim_key == "wisca" and ab.arms == ["origin", "qk_vo_tensor", "origin@x4", "qk_vo_tensor@x4"]
     table = verdicts_table(ab, claim_for(ab.claim_key))
     rows = table[table["metric"] == "val/loss"].set_index("arm")
-    assert rows.loc["qk_vo_ten@x4", "reference"] == "origin@x4" and rows.loc["qk_vo_ten", "reference"] == "origin"
-    assert rows.loc["qk_vo_ten@x4", "variant"] == "x4" and rows.loc["qk_vo_ten", "variant"] == "-"
-    assert rows.loc["qk_vo_ten", "tpp"] == pytest.approx(80) and rows.loc["qk_vo_ten@x4", "tpp"] == pytest.approx(20)
-    assert rows.loc["qk_vo_ten", "verdict"] == REPRODUCED
+    assert rows.loc["qk_vo_tensor@x4", "reference"] == "origin@x4" and rows.loc["qk_vo_tensor", "reference"] == "origin"
+    assert rows.loc["qk_vo_tensor@x4", "variant"] == "x4" and rows.loc["qk_vo_tensor", "variant"] == "-"
+    assert rows.loc["qk_vo_tensor", "tpp"] == pytest.approx(80) and rows.loc["qk_vo_tensor@x4", "tpp"] == pytest.approx(20)
+    assert rows.loc["qk_vo_tensor", "verdict"] == REPRODUCED
     # The paper's -2.12% perplexity, as a relative change of the loss, in our units at x4.
-    assert rows.loc["qk_vo_ten@x4", "paper_effect"] == pytest.approx(CLAIMS["wisca"].checks[0].relative_effects["qk_vo_ten"] * 2.51)
-    assert claim_for("wisca").reference_arm("qk_vo_ten@x4", "origin") == "origin@x4"
+    assert rows.loc["qk_vo_tensor@x4", "paper_effect"] == pytest.approx(CLAIMS["wisca"].checks[0].relative_effects["qk_vo_tensor"] * 2.51)
+    assert claim_for("wisca").reference_arm("qk_vo_tensor@x4", "origin") == "origin@x4"
     assert claim_for("pc_layer").reference_arm("muon_pc2@x4", "adamw_baseline") == "muon_baseline@x4"
-    assert claim_for("wisca").expectation("qk_vo_ten@x4", claim_for("wisca").checks[0]) == (True, "better")
+    assert claim_for("wisca").expectation("qk_vo_tensor@x4", claim_for("wisca").checks[0]) == (True, "better")
 
 
 def _mols(values):

@@ -47,7 +47,7 @@ COMPOSITION = [
     ("optim.lrr=1e-3", ["Unknown config key 'optim.lrr'", "not in the schema", "closest key is 'optim.lr'"]),
     ("trainer.max_steps=abc", ["trainer.max_steps=abc", "expects an integer"]),
     ("optim.lr=fast", ["optim.lr=fast", "expects a number"]),
-    ("pc=level9", ["'level9'", "'pc'", options("pc")]),
+    ("pc_layer=level9", ["'level9'", "'pc_layer'", options("pc_layer")]),
     ("model=bogus", ["'bogus'", "'model'", options("model")]),
     ("experiment=bogus", ["'bogus'", "'experiment'", options("experiment")]),
     ("wisca=qk_bogus", ["'qk_bogus'", "'wisca'", options("wisca")]),
@@ -81,7 +81,7 @@ def test_every_multirun_job_is_composed_before_hydra_makes_a_folder() -> None:
 
 ENTRY_POINTS = [
     ("lit_modules.train", ["optim.lrr=1e-3", "runs_dir={runs}"], ["'optim.lrr'", "'optim.lr'"]),
-    ("sweeps.optuna_sweep", ["pc=level9", "sweep.runs_dir={runs}"], ["'level9'", options("pc")]),
+    ("sweeps.optuna_sweep", ["pc_layer=level9", "sweep.runs_dir={runs}"], ["'level9'", options("pc_layer")]),
     ("sweeps.ablate", ["experiment=smoke", "trainer.max_steps=abc", "runs_dir={runs}"],
      ["trainer.max_steps=abc", "expects an integer"]),
     ("lit_modules.finetune", ["base_run=0123abcd", "optim.lr=fast", "runs_dir={runs}"],

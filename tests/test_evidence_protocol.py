@@ -44,8 +44,8 @@ def test_cells_train_at_twenty_tokens_per_parameter_or_the_papers_140(paper: str
 
 
 def test_headline_arms_get_at_least_five_paired_seeds() -> None:
-    headline = {"wisca": ["origin", "qk_vo_ten"], "small_init": ["baseline", "small_eps_gate"],
-                "mols": ["baseline_lr3e-3", "snr_lr3e-3"], "pc_layer": ["adamw_baseline", "adamw_pc4",
+    headline = {"wisca": ["origin", "qk_vo_tensor"], "small_init": ["baseline", "small_eps_gate"],
+                "mols": ["baseline@lr3e-3", "snr@lr3e-3"], "pc_layer": ["adamw_baseline", "adamw_pc4",
                 "muon_baseline", "muon_pc2"], "wd_plasticity": ["tpp140_wd0.1", "tpp140_wd0.3"]}
     for paper, arms in headline.items():
         spec = load_spec(paper)

@@ -24,8 +24,8 @@ ARMS = {
 
 @pytest.mark.parametrize("level", range(5))
 def test_pc_group_options(level):
-    cfg = validate(compose_run_config([f"pc=level{level}"]))
-    technique = instantiate(cfg.techniques.pc)
+    cfg = validate(compose_run_config([f"pc_layer=level{level}"]))
+    technique = instantiate(cfg.techniques.pc_layer)
     assert isinstance(technique, PCLayer) and technique.level == level
     assert technique.targets == ["gate_proj", "up_proj", "down_proj", "o_proj"]
     assert (technique.recover_norm, technique.learnable_gamma, technique.power_iters, technique.eps) == (
@@ -38,9 +38,9 @@ def test_pc_group_options(level):
 
 def test_bad_pc_settings_are_rejected_before_any_run():
     with pytest.raises(ConfigError, match="level must be one of"):
-        validate(compose_run_config(["pc=level4", "techniques.pc.level=7"]))
-    with pytest.raises(ConfigError, match="Unknown techniques.pc.targets"):
-        validate(compose_run_config(["pc=level4", "techniques.pc.targets=[o_proj,wq]"]))
+        validate(compose_run_config(["pc_layer=level4", "techniques.pc_layer.level=7"]))
+    with pytest.raises(ConfigError, match="Unknown techniques.pc_layer.targets"):
+        validate(compose_run_config(["pc_layer=level4", "techniques.pc_layer.targets=[o_proj,wq]"]))
 
 
 def test_experiment_lists_every_arm_file():
@@ -59,7 +59,7 @@ def test_arms_compose_to_their_settings(arm):
     assert cfg.model.name == "small" and cfg.trainer.max_steps == 400
     assert list(cfg.diagnostics.names) == ["gmcn"]
     assert cfg.optim.name == optimizer
-    node = cfg.techniques.get("pc")
+    node = cfg.techniques.get("pc_layer")
     if level is None:
         assert node is None
     else:

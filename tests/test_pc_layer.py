@@ -68,7 +68,7 @@ def test_defaults_are_the_released_ones():
     [
         ({"level": 5}, "level must be one of"),
         ({"level": -1}, "level must be one of"),
-        ({"targets": ["o_proj", "lm_head"]}, "Unknown techniques.pc.targets lm_head"),
+        ({"targets": ["o_proj", "lm_head"]}, "Unknown techniques.pc_layer.targets lm_head"),
         ({"targets": []}, "non-empty list"),
         ({"targets": ["o_proj", "o_proj"]}, "twice"),
         ({"power_iters": 0}, "power_iters"),

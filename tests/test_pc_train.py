@@ -34,7 +34,7 @@ def _model_from_checkpoint(ckpt):
 @pytest.fixture(scope="module")
 def adamw_run(tmp_path_factory):
     runs_dir = tmp_path_factory.mktemp("pc_adamw") / "runs"
-    result = _run(runs_dir, 20, "pc=level4", "diagnostics.names=[gmcn]")
+    result = _run(runs_dir, 20, "pc_layer=level4", "diagnostics.names=[gmcn]")
     return runs_dir, result
 
 
@@ -44,7 +44,7 @@ def test_pc_level4_adamw_run_completes_and_logs_gmcn(adamw_run):
     assert math.isfinite(result.metrics["val/loss"])
     client = mlflow_client(runs_dir)
     tags = client.get_run(result.run_id).data.tags
-    assert tags["pc.level"] == "4" and tags["fidelity.pc.coefficients"] == "confirmed"
+    assert tags["pc.level"] == "4" and tags["fidelity.pc_layer.coefficients"] == "confirmed"
     history = client.get_metric_history(result.run_id, "diag/gmcn/pc")
     assert len(history) >= 2 and all(m.value > 1 for m in history)  # at the start and at the end
     assert client.get_metric_history(result.run_id, "diag/gmcn/no_pc")
@@ -88,20 +88,20 @@ def test_export_cli(adamw_run, tmp_path):
 
 
 def test_pc_level2_with_muon_and_accumulation(tmp_path):
-    result = _run(tmp_path / "runs", 10, "pc=level2", "optim=muon", "trainer.accumulate_grad_batches=2")
+    result = _run(tmp_path / "runs", 10, "pc_layer=level2", "optim=muon", "trainer.accumulate_grad_batches=2")
     assert result.status == "FINISHED" and math.isfinite(result.metrics["val/loss"])
 
 
 @pytest.mark.slow
 def test_resume_is_exact_with_pc(tmp_path):
     """u, v are saved after each step's refresh and not refreshed again on resume."""
-    straight = _run(tmp_path / "a", 16, "pc=level4")
-    first = _run(tmp_path / "b", 16, "pc=level4", "trainer.stop_after_steps=8")
+    straight = _run(tmp_path / "a", 16, "pc_layer=level4")
+    first = _run(tmp_path / "b", 16, "pc_layer=level4", "trainer.stop_after_steps=8")
     assert first.status == "KILLED"
     cfg = compose_run_config(
         [
             *tiny_overrides(tmp_path / "b", steps=16),
-            "pc=level4",
+            "pc_layer=level4",
             f"resume={_checkpoint(tmp_path / 'b', first.run_id)}",
         ]
     )

@@ -245,8 +245,8 @@ def test_a_parent_without_finished_children_still_gets_a_report(tmp_path):
     client = MlflowClient(tracking_uri(None, str(runs_dir)))
     exp = get_or_create_experiment(client, "default", str(runs_dir))
     parent = open_run(client, exp, "ablate:wisca", {"ablation.name": "wisca", "ablation.role": "parent"},
-                      {"arms": "wisca/origin,wisca/qk_vo_ten"})
-    failed = open_run(client, exp, None, {"seed": "0", "ablation.name": "wisca", "ablation.arm": "qk_vo_ten",
+                      {"arms": "wisca/origin,wisca/qk_vo_tensor"})
+    failed = open_run(client, exp, None, {"seed": "0", "ablation.name": "wisca", "ablation.arm": "qk_vo_tensor",
                                           "end_reason": "RuntimeError: diverged"},
                       {"ablation.baseline": "origin"}, parent_run_id=parent)
     client.set_terminated(failed, "FAILED")

@@ -131,15 +131,15 @@ def test_two_workers_share_one_study_without_duplicates_or_overshoot(runs_dir: P
 def test_conditional_parameters_are_never_sampled_when_inactive() -> None:
     specs = parse_space({
         "pc": {"type": "categorical", "choices": ["none", "pc"]},
-        "techniques.pc.level": {"type": "int", "low": 1, "high": 4, "when": {"pc": ["pc"]}},
+        "techniques.pc_layer.level": {"type": "int", "low": 1, "high": 4, "when": {"pc": ["pc"]}},
         "optim.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
     })
     s = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     for _ in range(40):
         trial = s.ask()
         sampled = sample(trial, specs)
-        assert ("techniques.pc.level" in sampled) == (sampled["pc"] == "pc")
-        assert ("techniques.pc.level" in trial.params) == (sampled["pc"] == "pc")
+        assert ("techniques.pc_layer.level" in sampled) == (sampled["pc"] == "pc")
+        assert ("techniques.pc_layer.level" in trial.params) == (sampled["pc"] == "pc")
         s.tell(trial, 0.0)
 
 
@@ -166,7 +166,7 @@ def test_default_technique_space_only_samples_valid_runs() -> None:
         run_cfg = validate(compose_run_config([*cfg.overrides, *as_overrides(sampled)]))
         seen.update(k for k, v in (run_cfg.techniques or {}).items() if v is not None)
         s.tell(trial, 0.0)
-    assert {"wisca", "pc", "mols"} <= seen
+    assert {"wisca", "pc_layer", "mols"} <= seen
 
 
 def test_ablation_grid_run_twice_runs_each_cell_once(runs_dir: Path) -> None:

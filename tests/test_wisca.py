@@ -328,12 +328,12 @@ def test_every_option_validates_on_small_and_records_its_choices(option):
 
 ARMS = {
     "origin": None,
-    "qk_ten": dict(qk=True, vo=False, qk_granularity="tensor", every_n_steps=50, at_init=False),
-    "vo_ten": dict(qk=False, vo=True, vo_granularity="tensor", every_n_steps=50, at_init=False),
-    "qk_vo_ten": dict(qk=True, vo=True, qk_granularity="tensor", vo_granularity="tensor", every_n_steps=50),
-    "qk_row_vo_ten": dict(qk=True, vo=True, qk_granularity="channel", vo_granularity="tensor",
+    "qk_tensor": dict(qk=True, vo=False, qk_granularity="tensor", every_n_steps=50, at_init=False),
+    "vo_tensor": dict(qk=False, vo=True, vo_granularity="tensor", every_n_steps=50, at_init=False),
+    "qk_vo_tensor": dict(qk=True, vo=True, qk_granularity="tensor", vo_granularity="tensor", every_n_steps=50),
+    "qk_channel_vo_tensor": dict(qk=True, vo=True, qk_granularity="channel", vo_granularity="tensor",
                           every_n_steps=50),
-    "qk_vo_ten_init": dict(qk=True, vo=True, every_n_steps=0, at_init=True),
+    "qk_vo_tensor_init": dict(qk=True, vo=True, every_n_steps=0, at_init=True),
 }
 
 

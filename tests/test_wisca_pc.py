@@ -1,4 +1,4 @@
-"""WISCA on PC-parametrized weights (pc=level*): exact where the PC map carries a scale, refused before any
+"""WISCA on PC-parametrized weights (pc_layer=level*): exact where the PC map carries a scale, refused before any
 compute where it cannot, and never sampled broken by the default sweep.
 
 With the PC layer, `attn.o_proj.weight` is computed: W_eff = gamma * sg(sigma) * p(W / sigma), sigma = u^T W v
@@ -166,14 +166,14 @@ WISCA_OPTIONS = {
 ALL_TARGETS = "[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]"
 PC_OPTIONS = {
     "none": [],
-    "level2": ["pc=level2"],
-    "level4": ["pc=level4"],
-    "level4_no_gamma": ["pc=level4", "techniques.pc.learnable_gamma=false"],
-    "level4_all_targets": ["pc=level4", f"techniques.pc.targets={ALL_TARGETS}"],
-    "level0_all_targets": ["pc=level0", f"techniques.pc.targets={ALL_TARGETS}"],
-    "level4_no_recover": ["pc=level4", "techniques.pc.recover_norm=false"],
-    "level4_no_recover_ffn_only": ["pc=level4", "techniques.pc.recover_norm=false",
-                                   "techniques.pc.targets=[gate_proj,up_proj,down_proj]"],
+    "level2": ["pc_layer=level2"],
+    "level4": ["pc_layer=level4"],
+    "level4_no_gamma": ["pc_layer=level4", "techniques.pc_layer.learnable_gamma=false"],
+    "level4_all_targets": ["pc_layer=level4", f"techniques.pc_layer.targets={ALL_TARGETS}"],
+    "level0_all_targets": ["pc_layer=level0", f"techniques.pc_layer.targets={ALL_TARGETS}"],
+    "level4_no_recover": ["pc_layer=level4", "techniques.pc_layer.recover_norm=false"],
+    "level4_no_recover_ffn_only": ["pc_layer=level4", "techniques.pc_layer.recover_norm=false",
+                                   "techniques.pc_layer.targets=[gate_proj,up_proj,down_proj]"],
 }
 # The spec, written out by hand: which combinations cannot be exact, and the weight that makes them so.
 # The at-init transition counts too: it scales raw weights before the PC layer is attached, which is the
@@ -360,8 +360,8 @@ def test_refusal_is_one_sentence_before_any_run(tmp_path):
     (sentence,) = str(err.value).splitlines()
     assert sentence == (
         "WISCA's VO transition cannot rescale o_proj exactly: without norm recovery "
-        "(techniques.pc.recover_norm=false) the PC weight ignores any scale of its raw weight; "
-        "set techniques.wisca.vo=false or keep o_proj out of techniques.pc.targets."
+        "(techniques.pc_layer.recover_norm=false) the PC weight ignores any scale of its raw weight; "
+        "set techniques.wisca.vo=false or keep o_proj out of techniques.pc_layer.targets."
     )
     assert not (tmp_path / "checkpoints").exists()
 
@@ -398,7 +398,7 @@ def _walk_default_space(first_only: tuple[str, ...]) -> None:
 
     sweep_cfg, specs = load_sweep_config("default", [])
     combos = _categorical_walk(specs, first_only)
-    assert any(c.get("wisca") and c.get("pc") for c in combos)
+    assert any(c.get("wisca") and c.get("pc_layer") for c in combos)
     composed: dict[tuple, DictConfig] = {}  # Hydra composes the group choices; values are set on a copy
     with_wisca = 0
     for sampled in combos:

@@ -50,7 +50,7 @@ def test_init_and_periodic_channel_wisca_with_muon_and_rescale(tmp_path):
 
 
 def test_wisca_on_pc_weights_keeps_the_function_in_a_real_run(tmp_path, monkeypatch):
-    """pc=level4 makes o_proj's weight a computed one: through the real entry point, each transition leaves
+    """pc_layer=level4 makes o_proj's weight a computed one: through the real entry point, each transition leaves
     the logits unchanged and rescales the Adam state of every weight it moved (o_proj's raw weight too)."""
     changes, policy_calls = [], []
     transition, policy = Wisca.transition, wisca_module.apply_opt_state_policy
@@ -69,7 +69,7 @@ def test_wisca_on_pc_weights_keeps_the_function_in_a_real_run(tmp_path, monkeypa
 
     monkeypatch.setattr(Wisca, "transition", measured_transition)
     monkeypatch.setattr(wisca_module, "apply_opt_state_policy", counted_policy)
-    result = _train(tmp_path, "pc=level4", "wisca=qk_vo_tensor", "techniques.wisca.every_n_steps=5",
+    result = _train(tmp_path, "pc_layer=level4", "wisca=qk_vo_tensor", "techniques.wisca.every_n_steps=5",
                     "techniques.wisca.opt_state=rescale", "trainer.max_steps=10")
     assert result.status == "FINISHED"
     assert len(changes) == 2 and max(changes) < 2e-5, changes

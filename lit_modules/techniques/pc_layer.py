@@ -7,9 +7,9 @@ norm recovery on, one learnable gamma per matrix (init 1), 10 power iterations a
 step, eps 1e-7, targets FFN (gate, up, down) + attention o_proj. Merge for inference:
 `prepare_for_inference` (= `pc_merge.merge_pc`); export of a checkpoint: `pc_export`.
 
-    python -m lit_modules.train pc=level4                   # AdamW (the paper's AdamW level)
-    python -m lit_modules.train pc=level2 optim=muon        # Muon (the paper's Muon level)
-    python -m lit_modules.train pc=level4 techniques.pc.recover_norm=false
+    python -m lit_modules.train pc_layer=level4                   # AdamW (the paper's AdamW level)
+    python -m lit_modules.train pc_layer=level2 optim=muon        # Muon (the paper's Muon level)
+    python -m lit_modules.train pc_layer=level4 techniques.pc_layer.recover_norm=false
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def is_pc_gamma(param_name: str) -> bool:
 
 
 class PCLayer(Technique):
-    name = "pc"
+    name = "pc_layer"
 
     def __init__(
         self,
@@ -75,31 +75,31 @@ class PCLayer(Technique):
         p: list[str] = []
         if isinstance(self.level, bool) or self.level not in PC_COEFFICIENTS:
             p.append(
-                f"techniques.pc.level must be one of {sorted(PC_COEFFICIENTS)} (the published table), "
+                f"techniques.pc_layer.level must be one of {sorted(PC_COEFFICIENTS)} (the published table), "
                 f"not {self.level}."
             )
         for key in ("recover_norm", "learnable_gamma"):
             if not isinstance(getattr(self, key), bool):
-                p.append(f"techniques.pc.{key} must be true or false, not {getattr(self, key)!r}.")
+                p.append(f"techniques.pc_layer.{key} must be true or false, not {getattr(self, key)!r}.")
         if not isinstance(self.targets, list) or not self.targets:
-            p.append(f"techniques.pc.targets must be a non-empty list drawn from {', '.join(TARGET_PATHS)}.")
+            p.append(f"techniques.pc_layer.targets must be a non-empty list drawn from {', '.join(TARGET_PATHS)}.")
         else:
             unknown = [t for t in self.targets if t not in TARGET_PATHS]
             if unknown:
                 p.append(
-                    f"Unknown techniques.pc.targets {', '.join(unknown)}; "
+                    f"Unknown techniques.pc_layer.targets {', '.join(unknown)}; "
                     f"choose from {', '.join(TARGET_PATHS)}."
                 )
             if len(set(self.targets)) != len(self.targets):
-                p.append("techniques.pc.targets lists a matrix twice.")
+                p.append("techniques.pc_layer.targets lists a matrix twice.")
         if (
             isinstance(self.power_iters, bool)
             or not isinstance(self.power_iters, int)
             or self.power_iters < 1
         ):
-            p.append(f"techniques.pc.power_iters must be an integer >= 1, not {self.power_iters}.")
+            p.append(f"techniques.pc_layer.power_iters must be an integer >= 1, not {self.power_iters}.")
         if isinstance(self.eps, bool) or not isinstance(self.eps, (int, float)) or not self.eps > 0:
-            p.append(f"techniques.pc.eps must be a positive number, not {self.eps}.")
+            p.append(f"techniques.pc_layer.eps must be a positive number, not {self.eps}.")
         if cfg is not None and cfg.trainer.strategy == "fsdp":
             p.append(
                 "The PC layer's power-iteration refresh needs whole weights and FSDP shards them; use ddp."
@@ -170,16 +170,16 @@ class PCLayer(Technique):
             "pc.recover_norm": str(self.recover_norm).lower(),
             "pc.learnable_gamma": str(self.learnable_gamma).lower(),
             "pc.power_iters": str(self.power_iters),
-            "fidelity.pc.coefficients": "confirmed",  # hard-coded table of the official code
-            "fidelity.pc.sigma_gradient": "confirmed",  # u^T W v with autograd through W
+            "fidelity.pc_layer.coefficients": "confirmed",  # hard-coded table of the official code
+            "fidelity.pc_layer.sigma_gradient": "confirmed",  # u^T W v with autograd through W
             # Refreshed after every optimizer step (confirmed); on resume the checkpoint's u, v are kept.
-            "fidelity.pc.refresh_schedule": "confirmed",
+            "fidelity.pc_layer.refresh_schedule": "confirmed",
             # The polynomial runs in the forward's compute dtype (autocast under bf16-mixed); the
             # release computes in the parameter dtype under FSDP mixed precision (bf16) too.
             "pc.compute_dtype": "autocast",
-            "fidelity.pc.compute_dtype": "assumed",
+            "fidelity.pc_layer.compute_dtype": "assumed",
             # u, v random init seeded by the module path (the release uses the global RNG).
-            "fidelity.pc.uv_init": "assumed",
+            "fidelity.pc_layer.uv_init": "assumed",
             "pc.gamma_group": "separate",
             "pc.paper_level_adamw": str(PAPER_LEVEL_FOR_OPTIMIZER["adamw"]),
             "pc.paper_level_muon": str(PAPER_LEVEL_FOR_OPTIMIZER["muon"]),

@@ -134,7 +134,7 @@ class PCParametrization(nn.Module):
         """
         if not self.recover_norm:
             return (
-                "without norm recovery (techniques.pc.recover_norm=false) the PC weight ignores any scale of "
+                "without norm recovery (techniques.pc_layer.recover_norm=false) the PC weight ignores any scale of "
                 "its raw weight"
             )
         if kind != "tensor" and len(coefficients(self.level)) > 1:

@@ -12,7 +12,7 @@ rank computes the same scales; when torch.distributed is initialized they are ad
 rank 0 so no reduction-order difference can ever make the replicas drift apart. FSDP shards the weights,
 so it is refused. The math is in `wisca_math.py`, the optimizer-state policy in `wisca_opt_state.py`.
 
-With the PC layer (`pc=level*`) a target's weight is computed from a raw one; the factor then goes to the
+With the PC layer (`pc_layer=level*`) a target's weight is computed from a raw one; the factor then goes to the
 raw weight (which also holds the optimizer state), and that is exact only where the PC map carries it
 (`scalable_weight.py`): a scalar with norm recovery on, a per-channel factor only at level 0. Every other
 combination is refused by `problems()`, checked on the model with all the run's techniques applied.
@@ -83,7 +83,7 @@ def structure_problems(model: nn.Module, qk: bool, scaled: Sequence[tuple[str, s
         alternative = f", use techniques.wisca.{pair}_granularity=tensor," if channel else ""
         problems.append(
             f"WISCA's {pair.upper()} transition cannot rescale {names} exactly: {reason}; set "
-            f"techniques.wisca.{pair}=false{alternative} or keep {names} out of techniques.pc.targets."
+            f"techniques.wisca.{pair}=false{alternative} or keep {names} out of techniques.pc_layer.targets."
         )
     return problems
 
