@@ -342,7 +342,9 @@ def verdicts_table(ab: Ablation, claim: Claim) -> pd.DataFrame:
     rows = []
     for t in tests:
         check, c = t.check, t.comparison
-        scale = scale_of(ab, [t.arm, t.reference], claim.tpp_of_paper(t.arm))
+        # The reference sets the comparison's budget: an arm with extra parameters (a gate) trained the same
+        # tokens, so its own TPP is a little lower, but the comparison is at the reference's scale.
+        scale = scale_of(ab, [t.reference], claim.tpp_of_paper(t.arm))
         effect = check.paper_effect(t.arm, c.mean_ref)
         p_holm = adjusted.get(id(t))
         v = verdict(t.expect, check.better, c, None if check.metric == "speedup" else t.noise, scale, effect,

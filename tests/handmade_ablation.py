@@ -16,12 +16,12 @@ PER_STEP = 512
 def handmade(values: dict[str, list[float]], name: str = "handmade", claim: str | None = None,
              baseline: str = "baseline", params: dict[str, float] | None = None, tokens: float = 2_000_000,
              seconds_per_token: dict[str, float] | None = None):
-    """An Ablation: one FINISHED run per (arm, seed); `params` maps a variant to its non-embedding count."""
+    """An Ablation: one FINISHED run per (arm, seed); `params` maps an arm or a variant to its non-embedding count."""
     params = params or {}
     rows, curves = [], []
     for i, (arm, per_seed) in enumerate(values.items()):
         variant = arm.partition("@")[2]
-        non_embedding = params.get(variant, 100_000)
+        non_embedding = params.get(arm, params.get(variant, 100_000))
         for seed, value in enumerate(per_seed):
             run_id = f"{i:02d}{seed:02d}".ljust(32, "0")
             rows.append({

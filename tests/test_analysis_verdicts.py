@@ -37,7 +37,9 @@ def scale(tpp, paper_tpp):
 
 def test_matched_scale_is_20_tpp_or_the_papers_own_when_shorter():
     assert MATCHED_TPP == 20
-    assert scale(20, 281).matched and not scale(19.9, 281).matched
+    assert scale(20, 281).matched and not scale(19.8, 281).matched
+    # Budgets are whole optimizer steps: tiny's 20 TPP is 1,043 steps x 2,048 tokens / 106,816 = 19.998 TPP.
+    assert scale(1043 * 2048 / 106_816, 281).matched
     assert scale(2, 1.3).matched and not scale(1, 1.3).matched  # WISCA trained at ~1.3 TPP
     assert not scale(10, None).matched and scale(20, None).matched  # unknown paper TPP: 20
     assert math.isnan(Scale(1.0, float("nan"), 1e6).tpp) and not Scale(1.0, float("nan"), 1e6).matched
@@ -104,6 +106,16 @@ def test_variants_compare_within_their_rung_and_state_their_own_scale():
     assert claim_for("wisca").reference_arm("qk_vo_tensor@x4", "origin") == "origin@x4"
     assert claim_for("pc_layer").reference_arm("muon_pc2@x4", "adamw_baseline") == "muon_baseline@x4"
     assert claim_for("wisca").expectation("qk_vo_tensor@x4", claim_for("wisca").checks[0]) == (True, "better")
+
+
+def test_a_comparison_holds_at_its_references_scale():
+    # Small init holds tokens equal: the gated arm's extra parameters lower its own TPP (18.5), but the
+    # comparison is made at the reference's budget, 20 TPP: matched scale.
+    values = {"baseline": [1.80, 1.81, 1.82], "small_eps_gate": [1.78, 1.791, 1.799]}
+    ab = handmade(values, claim="small_init", params={"baseline": 100_000, "small_eps_gate": 108_000},
+                  tokens=2_000_000)
+    row = verdicts_table(ab, claim_for("small_init")).query("metric == 'val/loss' and arm == 'small_eps_gate'").iloc[0]
+    assert row["tpp"] == pytest.approx(20) and bool(row["matched"])
 
 
 def _mols(values):
