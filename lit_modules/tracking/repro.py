@@ -22,10 +22,16 @@ def _git(*args: str) -> str | None:
     return out.stdout
 
 
+# Outputs the platform itself writes into the tree: the evidence ledger's exported reports make a
+# later run no less reproducible, so they do not count as uncommitted changes.
+OUTPUT_PATHS = ("results",)
+
+
 def git_state() -> dict:
+    outputs = [f":(top,exclude){path}" for path in OUTPUT_PATHS]
     commit = _git("rev-parse", "HEAD")
-    diff = _git("diff", "HEAD")
-    status = _git("status", "--porcelain")  # untracked source files make a run irreproducible too
+    diff = _git("diff", "HEAD", "--", ":/", *outputs)
+    status = _git("status", "--porcelain", "--", ":/", *outputs)  # untracked source files count too
     return {
         "commit": commit.strip() if commit else "unknown",
         "dirty": bool(status and status.strip()),
