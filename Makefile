@@ -13,6 +13,7 @@ WORKERS ?=
 RUN ?=
 HOST ?= 127.0.0.1
 PORT ?= 5000
+MLFLOW_STORE ?= sqlite:///$(CURDIR)/runs/mlflow.db
 
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
@@ -82,8 +83,8 @@ test-slow: setup ## the slow end-to-end tests
 bench: setup ## Lightning step vs plain PyTorch loop (and other ratios)
 	$(PY) -m lit_modules.bench $(ARGS)
 
-mlflow-ui: setup ## browse runs at http://127.0.0.1:5000
-	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/runs/mlflow.db --host $(HOST) --port $(PORT)
+mlflow-ui: setup ## browse runs at http://127.0.0.1:5000 (Ctrl-C or SIGTERM stops the server and its workers)
+	$(PY) -m lit_modules.tracking.ui_launcher --backend-store-uri $(MLFLOW_STORE) --host $(HOST) --port $(PORT)
 
 clean-runs: ## delete runs/ (MLflow store, checkpoints, Optuna studies)
 	rm -rf runs

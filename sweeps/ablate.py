@@ -12,6 +12,8 @@ Cells whose config hash already FINISHED under the parent are skipped, so an int
 finished by running the same command again. `arms=` keeps only some of the preset's arms (their short
 names) and `seeds=` replaces its seed list, e.g. to add seeds to a finished grid: the new cells join the
 same parent and the report counts every finished seed. The grid ends with a report (analysis.report).
+If any cell failed (Hydra's multirun goes on past it), the parent ends FAILED and the command exits 1,
+saying how many cells did not finish and why; the report is written all the same and lists them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 
 from mlflow.tracking import MlflowClient
@@ -26,8 +29,9 @@ from omegaconf import OmegaConf
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
-from lit_modules.tracking.run_lifecycle import open_run, reopen_run
-from lit_modules.tracking.store import get_or_create_experiment, resolve_tracking_uri, tracking_uri
+from lit_modules.tracking.run_lifecycle import PARENT_TAG, find_or_open_parent
+from lit_modules.tracking.run_owner import end_dead_runs
+from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, tracking_uri
 from lit_modules.tracking.store_check import check_store
 from sweeps.compose import CONF_DIR, compose_run_config
 
@@ -146,16 +150,27 @@ def launch_overrides(grid: Grid, threads: int | None) -> list[str]:
 
 def open_parent(client: MlflowClient, grid: Grid, experiment_name: str) -> str:
     experiment_id = get_or_create_experiment(client, experiment_name, grid.runs_dir)
-    found = client.search_runs(
-        [experiment_id],
-        filter_string=f"tags.`ablation.name` = '{grid.experiment}' and tags.`{ROLE_TAG}` = 'parent'",
-    )
-    if found:
-        reopen_run(client, found[0].info.run_id)
-        return found[0].info.run_id
     tags = {"ablation.name": grid.experiment, ROLE_TAG: "parent"}
     params = {"arms": ",".join(grid.arms), "seeds": ",".join(grid.seeds), "overrides": " ".join(grid.overrides)}
-    return open_run(client, experiment_id, f"ablate:{grid.experiment}", tags, params)
+    parent, found = find_or_open_parent(
+        client, experiment_id, f"tags.`ablation.name` = '{grid.experiment}' and tags.`{ROLE_TAG}` = 'parent'",
+        f"ablate:{grid.experiment}", tags, params,
+    )
+    if found:  # cells whose process was killed outright are still RUNNING: end them KILLED; they run again
+        end_dead_runs(client, [experiment_id], f"tags.`{PARENT_TAG}` = '{parent}'", "the ablation rerun")
+    return parent
+
+
+def unfinished_cells(client: MlflowClient, parent: str, since_ms: int) -> list[str]:
+    """Cells started since `since_ms` (epoch ms) under the parent that did not finish: 'arm seed N ...: reason'."""
+    experiment_id = client.get_run(parent).info.experiment_id
+    children = client.search_runs([experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent}'")
+    return [
+        f"{r.data.tags.get('ablation.arm', '?')} seed {r.data.tags.get('seed', '?')} {r.info.status}: "
+        f"{r.data.tags.get('end_reason', 'no reason recorded')[:160]}"
+        for r in children
+        if r.info.start_time >= since_ms and r.info.status in ("FAILED", "KILLED")
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - Hydra composition errors, one line
         print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
-    client = MlflowClient(tracking_uri(None, grid.runs_dir))
+    client = open_client(tracking_uri(None, grid.runs_dir))
     parent = open_parent(client, grid, experiment_name)
     cells = len(grid.arms) * len(grid.seeds)
     print(f"ablation '{grid.experiment}': {len(grid.arms)} arms x {len(grid.seeds)} seeds = {cells} cells; parent run {parent}")
@@ -182,16 +197,19 @@ def main(argv: list[str] | None = None) -> int:
     if grid.only_seeds:
         command.append(f"seed={','.join(grid.seeds)}")
     command += launch_overrides(grid, threads)
-    status = "FAILED"
+    status, failed = "FAILED", []
+    started_ms = int(time.time() * 1000)
     try:
         code = subprocess.run(command, env={**os.environ}).returncode
-        status = "FINISHED" if code == 0 else "FAILED"
+        # Hydra's multirun goes on past a failed cell and exits 0: the cells' own statuses say what happened.
+        failed = unfinished_cells(client, parent, started_ms)
+        status = "FINISHED" if code == 0 and not failed else "FAILED"
     except KeyboardInterrupt:
         status = "KILLED"
         raise
     finally:
         client.set_terminated(parent, status=status)
-    if status == "FINISHED" and grid.report:
+    if grid.report:
         try:
             from analysis.report import write_report
 
@@ -199,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as err:  # noqa: BLE001 - a report problem must not turn a finished grid into a crash
             print(f"report not written: {err}", file=sys.stderr)
     print(f"browse: make mlflow-ui  (parent run {parent})")
+    if failed:
+        print(f"error: {len(failed)} of {cells} cells did not finish (the report lists them): "
+              + "; ".join(failed), file=sys.stderr)
+    elif status == "FAILED":
+        print(f"error: the grid's multirun exited with code {code}", file=sys.stderr)
     return 0 if status == "FINISHED" else 1
 
 

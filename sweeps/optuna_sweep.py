@@ -25,8 +25,8 @@ from omegaconf import open_dict
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.data import DataError
-from lit_modules.tracking.run_lifecycle import flatten, open_run, reopen_run, set_tags
-from lit_modules.tracking.store import get_or_create_experiment, resolve_tracking_uri, tracking_uri
+from lit_modules.tracking.run_lifecycle import find_or_open_parent, flatten, set_tags
+from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, store_lock, tracking_uri
 from lit_modules.tracking.store_check import check_store
 from lit_modules.train import run
 from sweeps.compose import compose_run_config
@@ -86,19 +86,20 @@ class StaleTrialHandler:
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         run_id = trial.user_attrs.get("mlflow_run_id")
         if run_id:
-            client = MlflowClient(tracking_uri(None, self.runs_dir))
+            client = open_client(tracking_uri(None, self.runs_dir))
             set_tags(client, run_id, {"end_reason": "worker died (no heartbeat)", "sweep.trial_state": "FAIL"})
             client.set_terminated(run_id, status="KILLED")
         self.retry(study, trial)
 
 
 def open_study(cfg: SweepConfig, specs: list[ParamSpec], worker_index: int = 0) -> optuna.Study:
-    storage = optuna.storages.RDBStorage(
-        storage_url(cfg),
-        heartbeat_interval=cfg.heartbeat_interval,
-        grace_period=cfg.grace_period,
-        heartbeat_stale_trial_callback=StaleTrialHandler(cfg),
-    )
+    with store_lock(storage_url(cfg)):  # two sweeps started together on a fresh storage: one creates it
+        storage = optuna.storages.RDBStorage(
+            storage_url(cfg),
+            heartbeat_interval=cfg.heartbeat_interval,
+            grace_period=cfg.grace_period,
+            heartbeat_stale_trial_callback=StaleTrialHandler(cfg),
+        )
     # A reseeded sampler per worker and per invocation: otherwise parallel workers, or a resumed sweep,
     # replay the same random draws and repeat trials.
     existing = _existing_trials(storage, cfg.study_name)
@@ -143,22 +144,17 @@ def finished(study: optuna.Study) -> int:
 def open_parent_run(client: MlflowClient, cfg: SweepConfig) -> str:
     """The study's parent run: found again by tag on a rerun, so a resumed sweep keeps one parent."""
     experiment_id = get_or_create_experiment(client, cfg.experiment, cfg.runs_dir)
-    existing = client.search_runs(
-        [experiment_id], filter_string=f"tags.`{STUDY_TAG}` = '{cfg.study_name}' and tags.`sweep.role` = 'parent'"
-    )
-    if existing:
-        run_id = existing[0].info.run_id
-        reopen_run(client, run_id)
-        return run_id
     params = flatten({"sweep": {k: v for k, v in cfg.__dict__.items() if k not in ("space",)}})
     params.update({f"space.{k}": str(v) for k, v in cfg.space.items()})
-    return open_run(
-        client, experiment_id, f"sweep:{cfg.study_name}", {STUDY_TAG: cfg.study_name, "sweep.role": "parent"}, params
+    run_id, _ = find_or_open_parent(
+        client, experiment_id, f"tags.`{STUDY_TAG}` = '{cfg.study_name}' and tags.`sweep.role` = 'parent'",
+        f"sweep:{cfg.study_name}", {STUDY_TAG: cfg.study_name, "sweep.role": "parent"}, params,
     )
+    return run_id
 
 
 def make_objective(cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list[str], parent_run_id: str, threads: int):
-    client = MlflowClient(tracking_uri(None, cfg.runs_dir))
+    client = open_client(tracking_uri(None, cfg.runs_dir))
 
     def objective(trial: optuna.Trial) -> float:
         opened: list[str] = []
@@ -269,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         work(cfg, specs, inv.run_overrides, inv.parent_run_id, threads, inv.worker_index)
         return 0
 
-    client = MlflowClient(tracking_uri(None, cfg.runs_dir))
+    client = open_client(tracking_uri(None, cfg.runs_dir))
     study = open_study(cfg, specs)  # created once here, so workers never race to create it
     parent_run_id = open_parent_run(client, cfg)
     print(f"sweep '{cfg.study_name}': {finished(study)}/{cfg.n_trials} trials finished so far; "

@@ -4,8 +4,9 @@
 
 Any `EvalConfig` field can be set as key=value (`tasks` takes a comma-separated list). Settings start from
 the run's own recorded `eval` config when it has one; with no tasks anywhere, the run's local tasks run.
-The model is rebuilt from the run's recorded config, its weights loaded from `last.ckpt`, and every
-technique's `prepare_for_inference` applied (e.g. the PC layer merges its weights), as after training.
+The model is rebuilt from the run's recorded config, its weights loaded from `last.ckpt` (refused, exit 2,
+when it does not match its checksum), and every technique's `prepare_for_inference` applied (e.g. the PC
+layer merges its weights), as after training.
 Relative paths in the recorded config (the data cache) resolve against the working directory, as in training.
 """
 
@@ -55,13 +56,13 @@ def open_client(runs_dir: str = "runs", tracking_uri: Optional[str] = None):
 
 def load_run(client, run_id: str) -> LoadedRun:
     """Rebuild a finished run's model (weights from its last checkpoint), tokenizer and corpus."""
-    import torch
     from omegaconf import OmegaConf
 
     from lit_modules.build import build_model, build_techniques
     from lit_modules.config.schema import Config
     from lit_modules.data import build_tokenizer, prepare_corpus
     from lit_modules.resume import CHECKPOINT_DIR_TAG, CONFIG_SIDECAR
+    from lit_modules.verified_checkpoint import load_verified_checkpoint
 
     try:
         run = client.get_run(run_id)
@@ -75,6 +76,7 @@ def load_run(client, run_id: str) -> LoadedRun:
             f"MLflow run {run_id} has no checkpoint to evaluate "
             f"(looked for last.ckpt and {CONFIG_SIDECAR} in {directory})."
         )
+    state = load_verified_checkpoint(checkpoint)  # a damaged checkpoint is refused before anything is built
     recorded = dict(json.loads(sidecar.read_text())["config"])
     eval_node = recorded.get("eval")
     if "eval" not in {f.name for f in dataclasses.fields(Config)}:
@@ -82,7 +84,6 @@ def load_run(client, run_id: str) -> LoadedRun:
     cfg = OmegaConf.merge(OmegaConf.structured(Config), recorded)
     techniques = build_techniques(cfg)
     model, _ = build_model(cfg, techniques)
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
     weights = {k[len("model.") :]: v for k, v in state["state_dict"].items() if k.startswith("model.")}
     model.load_state_dict(weights)
     for technique in techniques:

@@ -6,13 +6,15 @@
 Reads the run's resolved config from the `config.json` next to the checkpoint, rebuilds the model with
 the same PC transform, loads the trained weights (and u, v, gamma), merges (`pc_merge.merge_pc`) and
 saves `{"model_config": {...}, "state_dict": {...}}`; the state_dict loads into a plain `Llama`
-(`load_merged`), with the baseline's keys and the baseline's inference cost.
+(`load_merged`), with the baseline's keys and the baseline's inference cost. A checkpoint that does not
+match its checksum is refused in one sentence (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import torch
@@ -21,6 +23,7 @@ from hydra.utils import instantiate
 from lit_modules.model import Llama, LlamaConfig
 from lit_modules.resume import CONFIG_SIDECAR
 from lit_modules.techniques.pc_merge import DEFAULT_MERGE_ITERS, merge_pc
+from lit_modules.verified_checkpoint import CheckpointError, load_verified_checkpoint
 
 MODULE_PREFIX = "model."  # CausalLMModule keeps the network at `.model`
 
@@ -40,9 +43,9 @@ def export_checkpoint(checkpoint: Path, out: Path, refresh_iters: int = DEFAULT_
         raise FileNotFoundError(
             f"{sidecar} is missing; it holds the run's config needed to rebuild the model."
         )
+    state = load_verified_checkpoint(checkpoint)["state_dict"]
     config = json.loads(sidecar.read_text())["config"]
     model = build_from_run_config(config)
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
     model.load_state_dict(
         {k[len(MODULE_PREFIX) :]: v for k, v in state.items() if k.startswith(MODULE_PREFIX)}
     )
@@ -61,14 +64,19 @@ def load_merged(path: Path) -> Llama:
     return model
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--refresh-iters", type=int, default=DEFAULT_MERGE_ITERS)
     args = parser.parse_args(argv)
-    print(export_checkpoint(args.checkpoint, args.out, args.refresh_iters))
+    try:
+        print(export_checkpoint(args.checkpoint, args.out, args.refresh_iters))
+    except (CheckpointError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
