@@ -7,15 +7,15 @@ import math
 import pytest
 from omegaconf import OmegaConf
 
-from lit_modules.bench import _config
-from lit_modules.bench_pc import inference_rows, training_rows
-from lit_modules.techniques.pc_cost import pc_step_flops
+from lit_modules.bench.steps import bench_config
+from lit_modules.techniques.pc_layer.bench import inference_rows, training_rows
+from lit_modules.techniques.pc_layer.cost import pc_step_flops
 
 
 def test_training_rows_pair_each_level_with_its_analytic_flops():
     rows = training_rows(["tiny"], steps=2, repeats=1)
     assert [r["variant"] for r in rows] == ["tiny_level2", "tiny_level4"]
-    cfg = _config(["model=tiny"], 2)
+    cfg = bench_config(["model=tiny"], 2)
     for row, level in zip(rows, (2, 4)):
         expected = pc_step_flops(OmegaConf.to_object(cfg.model), level, cfg.data.batch_size * cfg.data.seq_len)
         assert row["analytic_ratio"] == pytest.approx(1 + expected["overhead"])

@@ -140,7 +140,7 @@ def test_a_same_size_bit_flip_is_refused_by_eval_export_finetune_and_init_from(d
                                                                                 capsys) -> None:
     from lit_modules.evaluation.run_eval import main as eval_main
     from lit_modules.finetune import main as finetune_main
-    from lit_modules.techniques.pc_export import main as export_main
+    from lit_modules.techniques.pc_layer.export import main as export_main
 
     runs_dir, run_id, checkpoint = damaged
     client = mlflow_client(runs_dir)

@@ -12,7 +12,7 @@ from lit_modules.optim.build import build_optimizer
 from lit_modules.optim.param_groups import build_group_specs
 from lit_modules.optim.schedules import GroupScaledSchedule
 from lit_modules.techniques.mols import MoLS
-from lit_modules.techniques.mols_groups import FIXED, group_of
+from lit_modules.techniques.mols.groups import FIXED, group_of
 
 CASES = list(
     itertools.product(

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from lit_modules.techniques.mols_scaling import alpha_from_snr, ramp
-from lit_modules.techniques.mols_snr import GradientMoments, group_snr, measure_gradient_moments
+from lit_modules.techniques.mols.scaling import alpha_from_snr, ramp
+from lit_modules.techniques.mols.snr import GradientMoments, group_snr, measure_gradient_moments
 
 
 def exact_samples(mu: torch.Tensor, sigma: torch.Tensor, k: int) -> list[torch.Tensor]:

@@ -8,7 +8,7 @@ import copy
 import lightning as L
 import torch
 
-from lit_modules.techniques.mols_callback import MoLSCallback
+from lit_modules.techniques.mols.callback import MoLSCallback
 
 
 def same(a, b) -> bool:

@@ -8,7 +8,7 @@ from test_mols_probe import MoLSProbe, same
 from test_mols_train import AT, GROUPS, MOLS, STEPS, WARMUP, mols_run, overrides
 
 from lit_modules.optim.schedules import warmup_cosine
-from lit_modules.techniques.mols_scaling import ramp
+from lit_modules.techniques.mols.scaling import ramp
 from lit_modules.train import run
 from sweeps.compose import compose_run_config
 

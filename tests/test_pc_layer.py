@@ -11,12 +11,13 @@ from omegaconf import OmegaConf
 from lit_modules.model import InitConfig, Llama, LlamaConfig, init_weights
 from lit_modules.optim.build import build_optimizer
 from lit_modules.optim.param_groups import build_group_specs, family_of
-from lit_modules.techniques import pc_refresh
-from lit_modules.techniques.pc_cost import pc_step_flops
-from lit_modules.techniques.pc_layer import DEFAULT_TARGETS, PCLayer, is_pc_gamma
-from lit_modules.techniques.pc_merge import merge_pc
-from lit_modules.techniques.pc_parametrization import pc_modules, pc_of, refresh_all
-from lit_modules.techniques.pc_refresh import PowerIterationRefresh
+from lit_modules.techniques.pc_layer import refresh as pc_refresh
+from lit_modules.techniques.pc_layer.cost import pc_step_flops
+from lit_modules.techniques.pc_layer import PCLayer
+from lit_modules.techniques.pc_layer.technique import DEFAULT_TARGETS, is_pc_gamma
+from lit_modules.techniques.pc_layer.merge import merge_pc
+from lit_modules.techniques.pc_layer.parametrization import pc_modules, pc_of, refresh_all
+from lit_modules.techniques.pc_layer.refresh import PowerIterationRefresh
 
 CFG = {
     "vocab_size": 61,

@@ -4,14 +4,14 @@ import pytest
 import torch
 from torch import nn
 
-from lit_modules.techniques.pc_parametrization import (
+from lit_modules.techniques.pc_layer.parametrization import (
     PCParametrization,
     attach_pc,
     pc_of,
     raw_weight,
     refresh_all,
 )
-from lit_modules.techniques.pc_polynomials import coefficients, odd_polynomial
+from lit_modules.techniques.pc_layer.polynomials import coefficients, odd_polynomial
 
 torch.set_default_dtype(torch.float32)
 

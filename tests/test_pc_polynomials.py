@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from lit_modules.techniques.pc_polynomials import (
+from lit_modules.techniques.pc_layer.polynomials import (
     PC_COEFFICIENTS,
     coefficients,
     condition_number_after,

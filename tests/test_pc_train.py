@@ -8,8 +8,8 @@ import pytest
 import torch
 from conftest import mlflow_client, tiny_overrides
 
-from lit_modules.techniques.pc_export import build_from_run_config, export_checkpoint, load_merged
-from lit_modules.techniques.pc_parametrization import pc_modules, raw_weight, refresh_all
+from lit_modules.techniques.pc_layer.export import build_from_run_config, export_checkpoint, load_merged
+from lit_modules.techniques.pc_layer.parametrization import pc_modules, raw_weight, refresh_all
 from lit_modules.train import run
 from sweeps.compose import compose_run_config
 
@@ -78,7 +78,7 @@ def test_export_gives_a_plain_model_with_the_same_logits(adamw_run, tmp_path):
 
 
 def test_export_cli(adamw_run, tmp_path):
-    from lit_modules.techniques import pc_export
+    from lit_modules.techniques.pc_layer import export as pc_export
 
     runs_dir, result = adamw_run
     pc_export.main(

@@ -14,8 +14,8 @@ from lit_modules.diagnostics.spectral import (
     gmcn_metrics,
     modified_condition_number,
 )
-from lit_modules.techniques.pc_parametrization import attach_pc, pc_of
-from lit_modules.techniques.pc_polynomials import odd_polynomial
+from lit_modules.techniques.pc_layer.parametrization import attach_pc, pc_of
+from lit_modules.techniques.pc_layer.polynomials import odd_polynomial
 
 
 def _with_spectrum(s, rows, cols, seed=0):
@@ -136,6 +136,6 @@ def test_registered_diagnostics_run(tmp_path):
 
 def test_default_pc_kinds_match_the_technique_defaults():
     from lit_modules.diagnostics.spectral import DEFAULT_PC_KINDS, GMCN_KINDS
-    from lit_modules.techniques.pc_layer import DEFAULT_TARGETS, TARGET_PATHS
+    from lit_modules.techniques.pc_layer.technique import DEFAULT_TARGETS, TARGET_PATHS
 
     assert sorted(GMCN_KINDS[TARGET_PATHS[t]] for t in DEFAULT_TARGETS) == sorted(DEFAULT_PC_KINDS)

@@ -18,9 +18,11 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
 from lit_modules.model import Llama, LlamaConfig
 from lit_modules.model.norm import RMSNorm
-from lit_modules.techniques import wisca as wisca_module
-from lit_modules.techniques.wisca import Wisca, WiscaTransitions, structure_problems
-from lit_modules.techniques.wisca_math import apply_rescales, plan_qk
+from lit_modules.techniques.wisca import technique as wisca_module
+from lit_modules.techniques.wisca import Wisca
+from lit_modules.techniques.wisca.callback import WiscaTransitions
+from lit_modules.techniques.wisca.technique import structure_problems
+from lit_modules.techniques.wisca.rescales import apply_rescales, plan_qk
 from sweeps.compose import compose_run_config
 
 VOCAB = 61

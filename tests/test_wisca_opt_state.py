@@ -28,8 +28,8 @@ from omegaconf import OmegaConf
 from lit_modules.model import Llama, LlamaConfig
 from lit_modules.optim.build import build_optimizer
 from lit_modules.techniques.wisca import Wisca
-from lit_modules.techniques.wisca_math import Rescale
-from lit_modules.techniques.wisca_opt_state import apply_opt_state_policy
+from lit_modules.techniques.wisca.rescales import Rescale
+from lit_modules.techniques.wisca.opt_state import apply_opt_state_policy
 
 SHAPE = (6, 4)
 BETAS = (0.9, 0.95)

@@ -22,9 +22,10 @@ from torch.nn.utils import parametrize
 from lit_modules.build import build_model, build_techniques
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
-from lit_modules.techniques.pc_parametrization import PCParametrization, attach_pc, raw_weight, refresh_all
+from lit_modules.techniques.pc_layer.parametrization import PCParametrization, attach_pc, raw_weight, refresh_all
 from lit_modules.techniques.scalable_weight import scalable_weight, scaling_problem
-from lit_modules.techniques.wisca import Wisca, WiscaTransitions
+from lit_modules.techniques.wisca import Wisca
+from lit_modules.techniques.wisca.callback import WiscaTransitions
 from sweeps.compose import compose_run_config
 
 # ------------------------------------------------------------------ the PC map and the power iteration

@@ -22,7 +22,7 @@ import lightning as L
 import torch
 import torch.distributed as dist
 
-from lit_modules.techniques.pc_parametrization import pc_modules, refresh_all
+from lit_modules.techniques.pc_layer.parametrization import pc_modules, refresh_all
 
 
 class PowerIterationRefresh(L.Callback):

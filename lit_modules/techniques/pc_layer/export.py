@@ -1,10 +1,10 @@
 """Export a PC-trained checkpoint as a plain model whose Linears hold the merged effective weights.
 
-    python -m lit_modules.techniques.pc_export runs/checkpoints/<run id>/last.ckpt merged.pt
-    python -m lit_modules.techniques.pc_export <ckpt> <out.pt> --refresh-iters 100
+    python -m lit_modules.techniques.pc_layer.export runs/checkpoints/<run id>/last.ckpt merged.pt
+    python -m lit_modules.techniques.pc_layer.export <ckpt> <out.pt> --refresh-iters 100
 
 Reads the run's resolved config from the `config.json` next to the checkpoint, rebuilds the model with
-the same PC transform, loads the trained weights (and u, v, gamma), merges (`pc_merge.merge_pc`) and
+the same PC transform, loads the trained weights (and u, v, gamma), merges (`merge.merge_pc`) and
 saves `{"model_config": {...}, "state_dict": {...}}`; the state_dict loads into a plain `Llama`
 (`load_merged`), with the baseline's keys and the baseline's inference cost. A checkpoint that does not
 match its checksum is refused in one sentence (exit 2).
@@ -22,7 +22,7 @@ from hydra.utils import instantiate
 
 from lit_modules.model import Llama, LlamaConfig
 from lit_modules.resume import CONFIG_SIDECAR
-from lit_modules.techniques.pc_merge import DEFAULT_MERGE_ITERS, merge_pc
+from lit_modules.techniques.pc_layer.merge import DEFAULT_MERGE_ITERS, merge_pc
 from lit_modules.verified_checkpoint import CheckpointError, load_verified_checkpoint
 
 MODULE_PREFIX = "model."  # CausalLMModule keeps the network at `.model`

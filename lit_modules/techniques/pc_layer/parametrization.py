@@ -15,7 +15,7 @@ path (`layers.0.mlp.up_proj.parametrizations.weight.0.gamma`) and the optimizer'
 files them under their module's family. `<linear>.weight` returns the effective weight.
 
 u and v are refreshed outside the forward pass (`refresh`, called after every optimizer step by
-`pc_refresh.PowerIterationRefresh`), warm-started from their previous values.
+`refresh.PowerIterationRefresh`), warm-started from their previous values.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from lit_modules.techniques.pc_polynomials import coefficients, odd_matrix_polynomial
+from lit_modules.techniques.pc_layer.polynomials import coefficients, odd_matrix_polynomial
 
 
 class PCParametrization(nn.Module):

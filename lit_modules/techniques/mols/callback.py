@@ -21,8 +21,8 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
-from lit_modules.techniques.mols_scaling import alpha_from_snr, ramp
-from lit_modules.techniques.mols_snr import group_snr, measure_gradient_moments
+from lit_modules.techniques.mols.scaling import alpha_from_snr, ramp
+from lit_modules.techniques.mols.snr import group_snr, measure_gradient_moments
 
 BatchSource = Callable[[L.Trainer, int, "int | None"], list]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lit_modules.techniques.pc_parametrization import pc_modules, refresh_all
+from lit_modules.techniques.pc_layer.parametrization import pc_modules, refresh_all
 
 DEFAULT_MERGE_ITERS = 100  # extra warm-started iterations on the final weights before merging
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from lit_modules.techniques.wisca_math import Rescale
+from lit_modules.techniques.wisca.rescales import Rescale
 
 OPT_STATE_POLICIES = ("keep", "rescale", "reset")
 FIRST_MOMENT_KEYS = ("exp_avg", "momentum_buffer")

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from lit_modules.model.config import LlamaConfig
 from lit_modules.model.counting import flops_per_token
-from lit_modules.techniques.pc_layer import DEFAULT_TARGETS
-from lit_modules.techniques.pc_polynomials import coefficients
+from lit_modules.techniques.pc_layer.technique import DEFAULT_TARGETS
+from lit_modules.techniques.pc_layer.polynomials import coefficients
 
 
 def target_shapes(cfg: LlamaConfig, targets: Sequence[str] = DEFAULT_TARGETS) -> list[tuple[int, int]]:

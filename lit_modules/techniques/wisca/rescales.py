@@ -1,6 +1,6 @@
 """WISCA's weight-scaling transition: balance the entrywise L1 norms of (W_q, W_k) and (W_v, W_o).
 
-Pure tensor math on one attention module; no Lightning, no optimizer (see `wisca_opt_state.py`).
+Pure tensor math on one attention module; no Lightning, no optimizer (see `opt_state.py`).
 Every rescale is elementwise, W' = factor * W with `factor` a scalar (tensor level) or a per-row /
 per-column vector (channel level), and the transition is a list of such `Rescale`s.
 

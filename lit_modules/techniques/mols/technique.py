@@ -19,8 +19,8 @@ import lightning as L
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from lit_modules.techniques.base import Technique
-from lit_modules.techniques.mols_callback import MoLSCallback
-from lit_modules.techniques.mols_groups import (
+from lit_modules.techniques.mols.callback import MoLSCallback
+from lit_modules.techniques.mols.groups import (
     ADAM_GROUPS_UNDER_MUON,
     ATTN_GATE_GROUPS,
     NORM_POLICIES,
@@ -28,8 +28,8 @@ from lit_modules.techniques.mols_groups import (
     group_of,
     scaled_groups,
 )
-from lit_modules.techniques.mols_scaling import RAMP_SHAPES
-from lit_modules.techniques.mols_snr import ESTIMATORS
+from lit_modules.techniques.mols.scaling import RAMP_SHAPES
+from lit_modules.techniques.mols.snr import ESTIMATORS
 
 MODES = ("snr", "manual")
 # Knobs no reachable source fixes; each is tagged fidelity.mols.<knob>=assumed.

@@ -10,7 +10,8 @@ Selected with `wisca=<option>` (conf/wisca/*.yaml, package techniques.wisca). Wh
 DDP: the scales are a deterministic function of the weights, which every rank holds identically, so every
 rank computes the same scales; when torch.distributed is initialized they are additionally broadcast from
 rank 0 so no reduction-order difference can ever make the replicas drift apart. FSDP shards the weights,
-so it is refused. The math is in `wisca_math.py`, the optimizer-state policy in `wisca_opt_state.py`.
+so it is refused. The math is in `rescales.py`, the optimizer-state policy in `opt_state.py`, the periodic hook in
+`callback.py`.
 
 With the PC layer (`pc_layer=level*`) a target's weight is computed from a raw one; the factor then goes to the
 raw weight (which also holds the optimizer state), and that is exact only where the PC map carries it
@@ -31,7 +32,8 @@ from torch import nn
 
 from lit_modules.techniques.base import Technique
 from lit_modules.techniques.scalable_weight import scaling_problem
-from lit_modules.techniques.wisca_math import (
+from lit_modules.techniques.wisca.callback import WiscaTransitions
+from lit_modules.techniques.wisca.rescales import (
     CHANNEL_REDUCES,
     GRANULARITIES,
     Rescale,
@@ -40,7 +42,7 @@ from lit_modules.techniques.wisca_math import (
     plan_vo,
     scaled_projections,
 )
-from lit_modules.techniques.wisca_opt_state import OPT_STATE_POLICIES, apply_opt_state_policy
+from lit_modules.techniques.wisca.opt_state import OPT_STATE_POLICIES
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 QK_NORM_NAMES = ("q_norm", "k_norm")
@@ -265,43 +267,3 @@ def _meta_model(cfg: Any) -> nn.Module | None:
             return Llama(params)
     except Exception:  # noqa: BLE001 - an unbuildable model config is reported by the model's own check
         return None
-
-
-class WiscaTransitions(L.Callback):
-    """Applies WISCA every N optimizer steps and logs `wisca/transitions` and per-layer ratios/scales."""
-
-    def __init__(self, technique: Wisca):
-        self.technique = technique
-        self.transitions = 0
-        self.last_step = 0  # global step of the last periodic transition (saved in checkpoints)
-
-    def state_dict(self) -> dict[str, int]:
-        return {"transitions": self.transitions, "last_step": self.last_step}
-
-    def load_state_dict(self, state_dict: dict[str, int]) -> None:
-        self.transitions = int(state_dict["transitions"])
-        self.last_step = int(state_dict["last_step"])
-
-    def _log(self, trainer: L.Trainer, metrics: dict[str, float], step: int) -> None:
-        if trainer.logger is not None:
-            trainer.logger.log_metrics({**metrics, "wisca/transitions": float(self.transitions)}, step=step)
-
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # A fresh run reports the at-init transition; a resumed one restored its count from the checkpoint.
-        if trainer.global_step == 0 and self.technique.at_init:
-            self.transitions = 1
-            self._log(trainer, self.technique.init_metrics, step=0)
-
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
-        n, step = self.technique.every_n_steps, trainer.global_step
-        # With gradient accumulation this hook runs per micro-batch; only the first one at a step counts.
-        if n <= 0 or step == 0 or step % n != 0 or step == self.last_step:
-            return
-        self.last_step = step
-        model = getattr(pl_module, "model", pl_module)
-        with torch.no_grad():
-            rescales, metrics = self.technique.transition(model)
-            for optimizer in trainer.optimizers:
-                apply_opt_state_policy(optimizer, rescales, self.technique.opt_state)
-        self.transitions += 1
-        self._log(trainer, metrics, step=step - 1)

@@ -12,10 +12,10 @@ import time
 import torch
 from omegaconf import OmegaConf
 
-from lit_modules.bench import _config, lightning_seconds_per_step
+from lit_modules.bench.steps import bench_config, lightning_seconds_per_step
 from lit_modules.build import build_model, build_techniques
-from lit_modules.techniques.pc_cost import pc_step_flops
-from lit_modules.techniques.pc_merge import merge_pc
+from lit_modules.techniques.pc_layer.cost import pc_step_flops
+from lit_modules.techniques.pc_layer.merge import merge_pc
 
 LEVELS = (2, 4)
 
@@ -30,7 +30,7 @@ def training_rows(models: list[str], steps: int, repeats: int) -> list[dict]:
         for _ in range(repeats):
             for name, overrides in variants.items():
                 times[name].append(lightning_seconds_per_step(overrides, steps))
-        cfg = _config(base, steps)
+        cfg = bench_config(base, steps)
         tokens = cfg.data.batch_size * cfg.data.seq_len
         baseline = min(times["baseline"])
         for level in LEVELS:
@@ -56,8 +56,8 @@ def _forward_seconds(model: torch.nn.Module, x: torch.Tensor, iters: int) -> flo
 
 def inference_rows(model_name: str, repeats: int, iters: int = 20, level: int = 4) -> list[dict]:
     """Forward time of the merged PC model and of the unmerged one, each over the plain baseline's."""
-    cfg = _config([f"model={model_name}", f"pc_layer=level{level}"], 10)
-    baseline, _ = build_model(_config([f"model={model_name}"], 10), [])
+    cfg = bench_config([f"model={model_name}", f"pc_layer=level{level}"], 10)
+    baseline, _ = build_model(bench_config([f"model={model_name}"], 10), [])
     unmerged, _ = build_model(cfg, build_techniques(cfg))
     merged, _ = build_model(cfg, build_techniques(cfg))
     merge_pc(merged)

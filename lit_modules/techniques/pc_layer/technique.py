@@ -1,11 +1,11 @@
 """PC layer: polynomial weight preconditioning (Wang et al., arXiv 2606.06470), as a technique plug-in.
 
 Selected Linear weights are trained through W_eff = gamma * sg(sigma) * p(W / sigma), sigma = u^T W v
-from a streaming power iteration (see `pc_parametrization.py`, `pc_polynomials.py`, `pc_refresh.py`).
-Defaults follow the official release: level 4 with AdamW (level 2 with Muon, `conf/pc/level2.yaml`),
+from a streaming power iteration (see `parametrization.py`, `polynomials.py`, `refresh.py`).
+Defaults follow the official release: level 4 with AdamW (level 2 with Muon, `conf/pc_layer/level2.yaml`),
 norm recovery on, one learnable gamma per matrix (init 1), 10 power iterations after every optimizer
 step, eps 1e-7, targets FFN (gate, up, down) + attention o_proj. Merge for inference:
-`prepare_for_inference` (= `pc_merge.merge_pc`); export of a checkpoint: `pc_export`.
+`prepare_for_inference` (= `merge.merge_pc`); export of a checkpoint: `export.py`.
 
     python -m lit_modules.train pc_layer=level4                   # AdamW (the paper's AdamW level)
     python -m lit_modules.train pc_layer=level2 optim=muon        # Muon (the paper's Muon level)
@@ -21,10 +21,10 @@ from torch import nn
 
 from lit_modules.optim.param_groups import GroupSpec
 from lit_modules.techniques.base import Technique
-from lit_modules.techniques.pc_merge import DEFAULT_MERGE_ITERS, merge_pc
-from lit_modules.techniques.pc_parametrization import attach_pc
-from lit_modules.techniques.pc_polynomials import PAPER_LEVEL_FOR_OPTIMIZER, PC_COEFFICIENTS
-from lit_modules.techniques.pc_refresh import PowerIterationRefresh
+from lit_modules.techniques.pc_layer.merge import DEFAULT_MERGE_ITERS, merge_pc
+from lit_modules.techniques.pc_layer.parametrization import attach_pc
+from lit_modules.techniques.pc_layer.polynomials import PAPER_LEVEL_FOR_OPTIMIZER, PC_COEFFICIENTS
+from lit_modules.techniques.pc_layer.refresh import PowerIterationRefresh
 
 # Target name -> module-path suffix. "gate_proj" is SwiGLU's gate; the attention output gate
 # (attn.gate_proj) is not a PC target in the paper and is not offered.
