@@ -60,7 +60,8 @@ TUNED_VARIANT = "tuned"
 # stays in the store. Exact keys or prefixes (ending in "." or "/").
 RUN_COLUMNS = ("run_id", "run_name", "status", "start_time", "end_time")
 KEEP_PARAMS = ("ablation.baseline", "ablation.claim", "budget.", "model.name", "optim.name", "optim.lr", "optim.weight_decay",
-               "regime.", "trainer.num_threads", "trainer.max_steps", "data.seq_len", "data.batch_size", "seed")
+               "regime.", "schedule.name", "trainer.num_threads", "trainer.max_steps", "data.seq_len", "data.batch_size",
+               "seed")
 KEEP_TAGS = ("seed", "ablation.", "config_hash", "git_commit", "git_dirty", "end_reason", "hw.cpu_threads",
              "hw.platform", "fidelity.", "finetune.")
 KEEP_METRICS = ("val/", "eval/", "diag/", "init/std/", "mols/snr/", "mols/alpha/", "finetune/")

@@ -3,7 +3,6 @@ rebuild that run's config."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,10 +12,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.schema import Config
-from lit_modules.tracking.run_owner import CHECKPOINT_DIR_TAG, Owner, end_if_dead, owner_of
-from lit_modules.verified_checkpoint import load_verified_checkpoint, verify_checkpoint
-
-CONFIG_SIDECAR = "config.json"
+from lit_modules.runs import tags
+from lit_modules.runs.finished import CONFIG_SIDECAR, RunCheckpoint, model_weights
+from lit_modules.tracking.run_owner import Owner, end_if_dead, owner_of
 # Settings that may change between the first part of a run and its continuation.
 RESUMABLE_OVERRIDES = ("trainer.stop_after_steps", "trainer.num_threads", "resume", "dry_run")
 
@@ -36,8 +34,7 @@ class InitWeights:
     state_dict: dict
 
     def load_into(self, model: torch.nn.Module) -> None:
-        weights = {k.removeprefix("model."): v for k, v in self.state_dict.items() if k.startswith("model.")}
-        missing, unexpected = model.load_state_dict(weights, strict=False)
+        missing, unexpected = model.load_state_dict(model_weights({"state_dict": self.state_dict}), strict=False)
         if missing or unexpected:
             raise ConfigError(
                 f"The checkpoint {self.checkpoint} does not fit this model (missing {len(missing)}, "
@@ -49,27 +46,27 @@ class InitWeights:
 def init_weights_from(reference: str, client: MlflowClient) -> InitWeights:
     """`init_from=`: a checkpoint file, a folder holding last.ckpt, or a run id; read only if verified."""
     checkpoint = _checkpoint_from(reference, client, nothing="it has no weights for init_from")
-    state = load_verified_checkpoint(checkpoint)
+    state = checkpoint.state()
     if "state_dict" not in state:
-        raise ConfigError(f"The checkpoint {checkpoint} holds no model weights (no 'state_dict').")
-    return InitWeights(checkpoint, state["state_dict"])
+        raise ConfigError(f"The checkpoint {checkpoint.path} holds no model weights (no 'state_dict').")
+    return InitWeights(checkpoint.path, state["state_dict"])
 
 
 NOTHING_TO_RESUME = "there is nothing to resume; start the run again without resume="
 
 
-def _checkpoint_from(resume: str, client: MlflowClient, nothing: str = NOTHING_TO_RESUME) -> Path:
+def _checkpoint_from(resume: str, client: MlflowClient, nothing: str = NOTHING_TO_RESUME) -> RunCheckpoint:
     path = Path(resume)
     if path.is_file():
-        return path
-    if path.is_dir() and (path / "last.ckpt").is_file():
-        return path / "last.ckpt"
+        return RunCheckpoint(path)
+    if path.is_dir() and RunCheckpoint.in_folder(path).path.is_file():
+        return RunCheckpoint.in_folder(path)
     try:
         run = client.get_run(resume)
     except Exception as err:  # noqa: BLE001 - any lookup failure means the same thing to the user
         raise ConfigError(f"'{resume}' is neither a checkpoint file nor a known MLflow run id.") from err
-    directory = run.data.tags.get(CHECKPOINT_DIR_TAG)
-    if not directory or not (Path(directory) / "last.ckpt").is_file():
+    directory = run.data.tags.get(tags.CHECKPOINT_DIR)
+    if not directory or not RunCheckpoint.in_folder(directory).path.is_file():
         if run.info.status == "RUNNING" and owner_of(run, directory) is Owner.ALIVE:
             raise ConfigError(
                 f"MLflow run {resume} is being trained right now and has no checkpoint yet; wait for it."
@@ -79,7 +76,7 @@ def _checkpoint_from(resume: str, client: MlflowClient, nothing: str = NOTHING_T
         ended = end_if_dead(client, run, directory, found_by="resume")
         status = "marked KILLED now" if ended else run.info.status
         raise ConfigError(f"MLflow run {resume} ({status}) stopped before its first checkpoint, so {nothing}.")
-    return Path(directory) / "last.ckpt"
+    return RunCheckpoint.in_folder(directory)
 
 
 def _refuse_if_trained_now(client: MlflowClient, run_id: str) -> None:
@@ -87,7 +84,7 @@ def _refuse_if_trained_now(client: MlflowClient, run_id: str) -> None:
         run = client.get_run(run_id)
     except Exception:  # noqa: BLE001 - a checkpoint copied from another store: nothing to check here
         return
-    if run.info.status == "RUNNING" and owner_of(run, run.data.tags.get(CHECKPOINT_DIR_TAG)) is Owner.ALIVE:
+    if run.info.status == "RUNNING" and owner_of(run, run.data.tags.get(tags.CHECKPOINT_DIR)) is Owner.ALIVE:
         raise ConfigError(
             f"MLflow run {run_id} is being trained by another process right now; wait for it to end."
         )
@@ -95,12 +92,11 @@ def _refuse_if_trained_now(client: MlflowClient, run_id: str) -> None:
 
 def resolve_resume(cfg: DictConfig, client: MlflowClient, cli_overrides: list[str] | None) -> ResumeTarget:
     checkpoint = _checkpoint_from(str(cfg.resume), client)
-    sidecar = checkpoint.parent / CONFIG_SIDECAR
-    if not sidecar.is_file():
-        raise ConfigError(f"The checkpoint folder {checkpoint.parent} lacks its {CONFIG_SIDECAR}; it cannot be resumed.")
-    record = json.loads(sidecar.read_text())
+    if not checkpoint.sidecar.is_file():
+        raise ConfigError(f"The checkpoint folder {checkpoint.path.parent} lacks its {CONFIG_SIDECAR}; it cannot be resumed.")
+    record = checkpoint.record()
     _refuse_if_trained_now(client, record["mlflow_run_id"])
-    verify_checkpoint(checkpoint)  # before the run's status changes: a damaged checkpoint leaves it as it was
+    checkpoint.verify()  # before the run's status changes: a damaged checkpoint leaves it as it was
     stored = OmegaConf.merge(OmegaConf.structured(Config), record["config"])
     current = OmegaConf.to_container(cfg, resolve=True)
     for override in cli_overrides or []:
@@ -116,4 +112,4 @@ def resolve_resume(cfg: DictConfig, client: MlflowClient, cli_overrides: list[st
         value = OmegaConf.select(cfg, key)
         OmegaConf.update(stored, key, value)
     stored.eval = cfg.eval  # what to evaluate at the end may change; what was trained may not
-    return ResumeTarget(checkpoint=checkpoint, run_id=record["mlflow_run_id"], config=stored)
+    return ResumeTarget(checkpoint=checkpoint.path, run_id=record["mlflow_run_id"], config=stored)

@@ -37,7 +37,10 @@ from lit_modules.config.schema import register_schema
 from lit_modules.config.validate import validate
 from lit_modules.data import DataError
 from lit_modules.evaluation.errors import EvalError
-from lit_modules.resume import CHECKPOINT_DIR_TAG, CONFIG_SIDECAR, init_weights_from, resolve_resume
+from lit_modules.resume import init_weights_from, resolve_resume
+from lit_modules.runs import tags as run_tags
+from lit_modules.runs.finished import CONFIG_SIDECAR
+from lit_modules.runs.search import children_filter
 from lit_modules.tracking import repro
 from lit_modules.tracking.lightning_logger import MlflowRunLogger
 from lit_modules.tracking.run_lifecycle import flatten, open_run, run_lifecycle, set_tags, stop_signals_deferred
@@ -160,7 +163,7 @@ def run(
         (checkpoint_dir / CONFIG_SIDECAR).write_text(
             json.dumps({"config": resolved, "mlflow_run_id": run_id, "config_hash": config_hash}, indent=2)
         )
-        set_tags(client, run_id, {CHECKPOINT_DIR_TAG: str(checkpoint_dir)})
+        set_tags(client, run_id, {run_tags.CHECKPOINT_DIR: str(checkpoint_dir)})
         if resume_target is None:
             with stop_signals_deferred():
                 _log_start_artifacts(client, run_id, cfg, git, init_stds)
@@ -184,17 +187,17 @@ def _store_client(configured: str | None, runs_dir: str) -> Callable[[], MlflowC
 def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniques) -> str:
     experiment_id = get_or_create_experiment(client, cfg.logger.experiment, cfg.runs_dir)
     # An earlier run of this config whose process was killed outright is still RUNNING: end it KILLED.
-    end_dead_runs(client, [experiment_id], f"tags.config_hash = '{config_hash}'", "a rerun of its config")
+    end_dead_runs(client, [experiment_id], f"tags.{run_tags.CONFIG_HASH} = '{config_hash}'", "a rerun of its config")
     tags = {
-        "seed": str(cfg.seed),
-        "config_hash": config_hash,
+        run_tags.SEED: str(cfg.seed),
+        run_tags.CONFIG_HASH: config_hash,
         "git_commit": git["commit"],
         "git_dirty": str(git["dirty"]).lower(),
         "data_fingerprint": data.fingerprint,
         **{f"pkg.{k}": v for k, v in repro.package_versions().items()},
         **{f"hw.{k}": v for k, v in repro.hardware().items()},
-        **({"ablation.name": cfg.ablation.name, "ablation.arm": cfg.ablation.arm} if cfg.ablation.name else {}),
-        **({"ablation.claim": cfg.ablation.claim} if cfg.ablation.claim else {}),
+        **({run_tags.ABLATION_NAME: cfg.ablation.name, run_tags.ABLATION_ARM: cfg.ablation.arm} if cfg.ablation.name else {}),
+        **({run_tags.ABLATION_CLAIM: cfg.ablation.claim} if cfg.ablation.claim else {}),
         **dict(cfg.tags or {}),
         **OmegaConf.to_object(cfg.init).tags(cfg.model.tie_embeddings),
     }
@@ -228,7 +231,7 @@ def _finished_twin(client: MlflowClient, parent_run_id: str, config_hash: str):
     parent = client.get_run(parent_run_id)
     twins = client.search_runs(
         [parent.info.experiment_id],
-        filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}' and tags.config_hash = '{config_hash}' "
+        filter_string=f"{children_filter(parent_run_id)} and tags.{run_tags.CONFIG_HASH} = '{config_hash}' "
         "and attributes.status = 'FINISHED'",
         max_results=1,
     )

@@ -25,11 +25,13 @@ from omegaconf import open_dict
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.data import DataError
+from lit_modules.runs import tags
+from lit_modules.runs.search import SWEEP, parent_filter, parent_tags
 from lit_modules.tracking.run_lifecycle import find_or_open_parent, flatten, set_tags
 from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, store_lock, tracking_uri
 from lit_modules.tracking.store_check import check_store
 from lit_modules.train import run
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 from sweeps.pruning import OptunaPruning, TrialPruned
 from sweeps.samplers import build_pruner, build_sampler
 from sweeps.space import ParamSpec, as_overrides, sample
@@ -37,7 +39,6 @@ from sweeps.summary import write_summary
 from sweeps.sweep_config import SweepConfig, load_sweep_config
 
 FINISHED_STATES = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-STUDY_TAG = "sweep.study"
 
 
 @dataclass
@@ -147,8 +148,8 @@ def open_parent_run(client: MlflowClient, cfg: SweepConfig) -> str:
     params = flatten({"sweep": {k: v for k, v in cfg.__dict__.items() if k not in ("space",)}})
     params.update({f"space.{k}": str(v) for k, v in cfg.space.items()})
     run_id, _ = find_or_open_parent(
-        client, experiment_id, f"tags.`{STUDY_TAG}` = '{cfg.study_name}' and tags.`sweep.role` = 'parent'",
-        f"sweep:{cfg.study_name}", {STUDY_TAG: cfg.study_name, "sweep.role": "parent"}, params,
+        client, experiment_id, parent_filter(SWEEP, cfg.study_name), f"sweep:{cfg.study_name}",
+        parent_tags(SWEEP, cfg.study_name), params,
     )
     return run_id
 
@@ -178,7 +179,7 @@ def make_objective(cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list
                 run_cfg.parent_run_id = parent_run_id
                 run_cfg.logger.run_name = f"{cfg.study_name}/trial-{trial.number}"
                 run_cfg.tags.update(
-                    {STUDY_TAG: cfg.study_name, "sweep.trial_number": str(trial.number), "sweep.role": "trial"}
+                    {tags.SWEEP_STUDY: cfg.study_name, tags.SWEEP_TRIAL: str(trial.number), tags.SWEEP_ROLE: tags.TRIAL_ROLE}
                 )
                 # The trial's choices as drawn (group selections are not config params; None means off).
                 run_cfg.tags.update({f"sweep.param.{k}": "off" if v is None else str(v) for k, v in sampled.items()})

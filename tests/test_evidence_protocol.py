@@ -8,7 +8,8 @@ from omegaconf import OmegaConf
 from lit_modules.config.budget import compute_budget
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
-from sweeps.compose import CONF_DIR, compose_run_config
+from lit_modules.config.composition import compose_run_config
+from lit_modules.config.files import CONF_DIR
 from sweeps.evidence import EvidenceArgs, check_all, known_papers, load_spec, parse_args
 
 PAPERS = ["mols", "pc_layer", "small_init", "wd_plasticity", "wisca"]

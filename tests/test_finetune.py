@@ -17,18 +17,13 @@ from lit_modules.build import build_model
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
 from lit_modules.data import ByteTokenizer, DataConfig, TokenizerConfig, build_tokenizer, prepare_corpus, prepare_shards
-from lit_modules.finetune import (
-    AFTER,
-    BASE_VAL,
-    BEFORE,
-    PLASTICITY,
-    BaseRun,
-    base_tokenizer,
-    finetune,
-    finetune_config,
-    load_recipe,
-    main,
-)
+from lit_modules.config.finetune_recipe import load_recipe
+from lit_modules.finetune import base_tokenizer, finetune, finetune_config, main
+from lit_modules.runs.finished import FinishedRun, RunCheckpoint
+from lit_modules.runs.tags import BASE_VAL_LOSS as BASE_VAL
+from lit_modules.runs.tags import PLASTICITY
+from lit_modules.runs.tags import TARGET_LOSS_AFTER as AFTER
+from lit_modules.runs.tags import TARGET_LOSS_BEFORE as BEFORE
 from lit_modules.train import run
 from sweeps.compose import compose_run_config
 
@@ -176,7 +171,8 @@ def test_a_bpe_base_keeps_its_own_tokenizer(tmp_path: Path):
     recorded.data = cfg
     recorded = validate(recorded)
     assert recorded.model.vocab_size == 300
-    base = BaseRun("b" * 32, OmegaConf.to_container(recorded), tmp_path / "none.ckpt", 1.0, "base", None)
+    base = FinishedRun("b" * 32, "base", "FINISHED", {}, {"val/loss": 1.0}, RunCheckpoint(tmp_path / "none.ckpt"),
+                       OmegaConf.to_container(recorded))
     with pytest.raises(ConfigError, match="BPE tokenizer file .* is missing"):
         base_tokenizer(recorded)
     trained = build_tokenizer(tok_cfg, prepare_corpus(OmegaConf.to_object(cfg)))

@@ -17,7 +17,11 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
 from lit_modules.data import ByteTokenizer, DataConfig, DataError
 from lit_modules.data.sft import IGNORE_INDEX, masked_lm_loss, prepare_sft_data
-from lit_modules.finetune import AFTER, BEFORE, PLASTICITY, finetune, load_recipe
+from lit_modules.config.finetune_recipe import load_recipe
+from lit_modules.finetune import finetune
+from lit_modules.runs.tags import PLASTICITY
+from lit_modules.runs.tags import TARGET_LOSS_AFTER as AFTER
+from lit_modules.runs.tags import TARGET_LOSS_BEFORE as BEFORE
 from lit_modules.train import run
 from sweeps.compose import compose_run_config
 

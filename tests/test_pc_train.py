@@ -8,7 +8,8 @@ import pytest
 import torch
 from conftest import mlflow_client, tiny_overrides
 
-from lit_modules.techniques.pc_layer.export import build_from_run_config, export_checkpoint, load_merged
+from lit_modules.runs.finished import config_on_schema, rebuild_model
+from lit_modules.techniques.pc_layer.export import export_checkpoint, load_merged
 from lit_modules.techniques.pc_layer.parametrization import pc_modules, raw_weight, refresh_all
 from lit_modules.train import run
 from sweeps.compose import compose_run_config
@@ -25,7 +26,7 @@ def _checkpoint(runs_dir, run_id):
 
 def _model_from_checkpoint(ckpt):
     config = json.loads((ckpt.parent / "config.json").read_text())["config"]
-    model = build_from_run_config(config)
+    model = rebuild_model(config_on_schema(config))
     state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
     model.load_state_dict({k[len("model.") :]: v for k, v in state.items() if k.startswith("model.")})
     return model.eval(), state

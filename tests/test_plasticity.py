@@ -16,7 +16,8 @@ from lit_modules.tracking.run_lifecycle import open_run
 from lit_modules.tracking.store import get_or_create_experiment
 from lit_modules.train import run
 from sweeps.compose import compose_run_config
-from sweeps.plasticity import decoupling, main, parse_args, summarize
+from analysis.plasticity import decoupling, summarize
+from sweeps.plasticity import main, parse_args
 
 GRID = ["tpp20_wd0.1", "tpp20_wd0.3", "tpp20_wd0.5", "tpp20_wd1.0",
         "tpp140_wd0.1", "tpp140_wd0.3", "tpp140_wd0.5", "tpp140_wd1.0"]

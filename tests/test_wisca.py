@@ -14,6 +14,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from lit_modules.config import files
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
 from lit_modules.model import Llama, LlamaConfig
@@ -342,7 +343,7 @@ ARMS = {
 def test_experiment_preset_lists_the_paper_rows():
     from omegaconf import OmegaConf
 
-    spec = OmegaConf.load(compose_run_config.__globals__["CONF_DIR"] / "experiment" / "wisca.yaml")
+    spec = OmegaConf.load(files.option_path("experiment", "wisca"))
     params = spec.hydra.sweeper.params
     assert params["+arm"].split(",") == [f"wisca/{a}" for a in ARMS]
     assert str(params.seed) == "0,1,2"

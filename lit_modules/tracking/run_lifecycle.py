@@ -16,10 +16,10 @@ from typing import Callable, Iterator
 from mlflow.entities import Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from lit_modules.runs.tags import END_REASON, PARENT, RESUMED
 from lit_modules.tracking.run_owner import own_run
 from lit_modules.tracking.store import store_lock
 
-PARENT_TAG = "mlflow.parentRunId"
 MAX_PARAM_CHARS = 6000
 
 
@@ -44,7 +44,7 @@ def open_run(
 ) -> str:
     all_tags = dict(tags)
     if parent_run_id:
-        all_tags[PARENT_TAG] = parent_run_id
+        all_tags[PARENT] = parent_run_id
     run = client.create_run(experiment_id, run_name=run_name, tags=all_tags)
     items = [Param(k, v) for k, v in params.items()]
     for start in range(0, len(items), 100):  # MLflow caps a batch at 100 params
@@ -54,7 +54,7 @@ def open_run(
 
 def reopen_run(client: MlflowClient, run_id: str) -> None:
     client.update_run(run_id, status="RUNNING")
-    client.set_tag(run_id, "resumed", "true")
+    client.set_tag(run_id, RESUMED, "true")
 
 
 def find_or_open_parent(
@@ -187,22 +187,22 @@ def _owned_lifecycle(
         reason = _stop_reason(received[0]) if received else "interrupted"
         if not received and isinstance(err, SystemExit) and err.code in (0, None):
             reason = "exited"
-        set_tags(client, run_id, {"end_reason": reason})
+        set_tags(client, run_id, {END_REASON: reason})
         client.set_terminated(run_id, status="KILLED")
         raise
     except RunStopped as err:
-        set_tags(client, run_id, {"end_reason": str(err) or type(err).__name__})
+        set_tags(client, run_id, {END_REASON: str(err) or type(err).__name__})
         client.set_terminated(run_id, status="KILLED")
         raise
     except BaseException as err:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        set_tags(client, run_id, {"end_reason": f"{type(err).__name__}: {reason}"[:500]})
+        set_tags(client, run_id, {END_REASON: f"{type(err).__name__}: {reason}"[:500]})
         client.set_terminated(run_id, status="FAILED")
         raise
     else:
         if paused():
-            set_tags(client, run_id, {"end_reason": "paused; finish it with resume=<run id>"})
+            set_tags(client, run_id, {END_REASON: "paused; finish it with resume=<run id>"})
             client.set_terminated(run_id, status="KILLED")
         else:
-            set_tags(client, run_id, {"end_reason": "completed"})
+            set_tags(client, run_id, {END_REASON: "completed"})
             client.set_terminated(run_id, status="FINISHED")

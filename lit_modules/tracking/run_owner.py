@@ -22,13 +22,13 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from lit_modules.config.errors import ConfigError
+from lit_modules.runs import tags
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - non-POSIX platforms: no owner locks, runs are never judged dead
     fcntl = None
 
-CHECKPOINT_DIR_TAG = "checkpoint_dir"  # the run's checkpoint folder, where its owner lock lives
 OWNER_LOCK = "owner.lock"
 # The owner takes its lock moments after opening the run; a run with a checkpoint folder but no lock after
 # this long was opened by a process that died first (or by code older than the lock).
@@ -91,7 +91,7 @@ def end_if_dead(client: MlflowClient, run: Run, checkpoint_dir: str | None, foun
     """End a RUNNING run whose process is gone as KILLED, with the reason; True if it was ended."""
     if run.info.status != "RUNNING" or owner_of(run, checkpoint_dir) is not Owner.DEAD:
         return False
-    client.set_tag(run.info.run_id, "end_reason", DIED_REASON.format(by=found_by))
+    client.set_tag(run.info.run_id, tags.END_REASON, DIED_REASON.format(by=found_by))
     client.set_terminated(run.info.run_id, status="KILLED")
     return True
 
@@ -102,7 +102,7 @@ def end_dead_runs(
     """End every RUNNING run matching `filter_string` whose process is gone; returns their ids."""
     running = client.search_runs(experiment_ids, f"{filter_string} and attributes.status = 'RUNNING'")
     return [r.info.run_id for r in running
-            if end_if_dead(client, r, r.data.tags.get(CHECKPOINT_DIR_TAG), found_by)]
+            if end_if_dead(client, r, r.data.tags.get(tags.CHECKPOINT_DIR), found_by)]
 
 
 def _try_lock(handle) -> bool:

@@ -4,55 +4,35 @@
     python -m lit_modules.techniques.pc_layer.export <ckpt> <out.pt> --refresh-iters 100
 
 Reads the run's resolved config from the `config.json` next to the checkpoint, rebuilds the model with
-the same PC transform, loads the trained weights (and u, v, gamma), merges (`merge.merge_pc`) and
-saves `{"model_config": {...}, "state_dict": {...}}`; the state_dict loads into a plain `Llama`
-(`load_merged`), with the baseline's keys and the baseline's inference cost. A checkpoint that does not
+the same PC transform (lit_modules.runs.finished.RunCheckpoint), loads the trained weights (and u, v,
+gamma), merges (`merge.merge_pc`) and saves `{"model_config": {...}, "state_dict": {...}}`; the state_dict
+loads into a plain `Llama` (`load_merged`), with the baseline's keys and the baseline's inference cost. A checkpoint that does not
 match its checksum is refused in one sentence (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import torch
-from hydra.utils import instantiate
 
+from lit_modules.config.errors import ConfigError
 from lit_modules.model import Llama, LlamaConfig
-from lit_modules.resume import CONFIG_SIDECAR
+from lit_modules.runs.finished import RunCheckpoint
 from lit_modules.techniques.pc_layer.merge import DEFAULT_MERGE_ITERS, merge_pc
-from lit_modules.verified_checkpoint import CheckpointError, load_verified_checkpoint
-
-MODULE_PREFIX = "model."  # CausalLMModule keeps the network at `.model`
-
-
-def build_from_run_config(config: dict) -> Llama:
-    """The run's model with its techniques' model transforms applied (weights still at init)."""
-    model = Llama(LlamaConfig(**config["model"]))
-    for node in (config.get("techniques") or {}).values():
-        if node is not None:
-            model = instantiate(node).transform_model(model)
-    return model
 
 
 def export_checkpoint(checkpoint: Path, out: Path, refresh_iters: int = DEFAULT_MERGE_ITERS) -> Path:
-    sidecar = Path(checkpoint).parent / CONFIG_SIDECAR
-    if not sidecar.is_file():
-        raise FileNotFoundError(
-            f"{sidecar} is missing; it holds the run's config needed to rebuild the model."
-        )
-    state = load_verified_checkpoint(checkpoint)["state_dict"]
-    config = json.loads(sidecar.read_text())["config"]
-    model = build_from_run_config(config)
-    model.load_state_dict(
-        {k[len(MODULE_PREFIX) :]: v for k, v in state.items() if k.startswith(MODULE_PREFIX)}
-    )
+    source = RunCheckpoint(Path(checkpoint))
+    if not source.sidecar.is_file():
+        raise ConfigError(f"{source.sidecar} is missing; it holds the run's config needed to rebuild the model.")
+    model = source.trained_model()  # the checkpoint is verified first
     merge_pc(model.eval(), refresh_iters=refresh_iters)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"model_config": config["model"], "state_dict": model.state_dict()}, out)
+    torch.save({"model_config": source.config()["model"], "state_dict": model.state_dict()}, out)
     return out
 
 
@@ -72,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         print(export_checkpoint(args.checkpoint, args.out, args.refresh_iters))
-    except (CheckpointError, FileNotFoundError) as err:
+    except ConfigError as err:  # a missing config.json or a checkpoint that fails its checksum
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0
