@@ -40,6 +40,7 @@ from analysis.claims import (
 )
 from analysis.curves import Speedup, speedup_vs_baseline
 from analysis.load_runs import numeric
+from analysis.seeds import seed_key
 from analysis.stats import PairedComparison, SeedNoise, compare_paired, holm_adjust, seed_noise
 
 TRAIN_TAIL = 5  # logged train/loss values (one micro-batch each) averaged into a run's final train loss
@@ -533,11 +534,3 @@ def _comparison_row(arm, reference, metric, better, c: PairedComparison, noise: 
         "rel_diff": c.relative_diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "p_t": c.p_t,
         "p_sign_flip": c.p_sign_flip, "exact": c.exact, "seed_sd": noise.sd, "mdd": noise.mdd,
     }
-
-
-def seed_key(seed: str) -> tuple[int, float | str]:
-    """Seeds sort as numbers ("2" before "10"), names after them."""
-    try:
-        return 0, float(seed)
-    except (TypeError, ValueError):
-        return 1, str(seed)

@@ -25,11 +25,11 @@ from analysis.ablation import (
     SvHist,
     assemble,
     reference_of,
-    seed_key,
     seconds_per_token,
     slim_runs,
 )
 from analysis.claims import Claim, claim_for
+from analysis.seeds import seed_key
 from analysis.load_runs import CURVE_COLUMNS, RunStore, numeric
 from analysis.token_gap import COLUMNS as GAP_COLUMNS
 from analysis.token_gap import load_token_logprobs, token_gap
