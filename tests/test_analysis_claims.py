@@ -5,16 +5,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from analysis.claims import (
-    CLAIMS,
-    INCONCLUSIVE,
-    NO_CLAIM,
-    NOT_REPRODUCED,
-    REPRODUCED,
-    Scale,
-    claim_for,
-    verdict,
-)
+from analysis.claims import CLAIMS, claim_for
+from analysis.verdict import INCONCLUSIVE, NO_CLAIM, NOT_REPRODUCED, REPRODUCED, Scale, verdict
 from analysis.stats import SeedNoise, compare_paired
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -103,6 +95,6 @@ def test_every_arm_a_claim_names_exists_in_its_preset(preset):
     for check in claim.checks:
         named |= set(check.arms) | set(check.effects) | set(check.relative_effects)
     named |= set(claim.headline)
-    assert named <= arms, f"claims.py names arms the preset lacks: {sorted(named - arms)}"
+    assert named <= arms, f"the claim names arms the preset lacks: {sorted(named - arms)}"
     baseline = str(OmegaConf.load(CONF / "experiment" / f"{preset}.yaml").ablation.baseline)
     assert baseline in arms

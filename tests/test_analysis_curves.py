@@ -90,7 +90,8 @@ def _slower_arm_ablation(arm_budget: int):
 
 def test_an_arm_that_never_reaches_the_target_on_any_seed_does_not_reproduce_a_speedup():
     from analysis.ablation import verdicts_table
-    from analysis.claims import INCONCLUSIVE, NOT_REPRODUCED, claim_for
+    from analysis.claims import claim_for
+    from analysis.verdict import INCONCLUSIVE, NOT_REPRODUCED
 
     table = verdicts_table(_slower_arm_ablation(arm_budget=1000), claim_for("pc_layer")).set_index(["arm", "metric"])
     row = table.loc[("adamw_pc4", "speedup")]

@@ -9,18 +9,8 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
 from analysis.ablation import verdicts_table
-from analysis.claims import (
-    CLAIMS,
-    INCONCLUSIVE,
-    MATCHED_TPP,
-    NOT_REPRODUCED,
-    REPRODUCED,
-    Check,
-    Claim,
-    Scale,
-    claim_for,
-    verdict,
-)
+from analysis.claims import CLAIMS, Check, Claim, claim_for
+from analysis.verdict import INCONCLUSIVE, MATCHED_TPP, NOT_REPRODUCED, REPRODUCED, Scale, verdict
 from analysis.stats import SeedNoise, compare_paired
 from handmade_ablation import handmade
 

@@ -10,7 +10,7 @@ import matplotlib.image
 import pytest
 from mlflow.tracking import MlflowClient
 
-from analysis.claims import INCONCLUSIVE
+from analysis.verdict import INCONCLUSIVE
 from lit_modules.tracking.store import tracking_uri
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
