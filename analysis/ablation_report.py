@@ -1,40 +1,21 @@
-"""Reproduction reports: an ablation (or a sweep) parent run -> report.md + figures + CSVs.
+"""An ablation's reproduction report, rendered from an `Ablation` (never from the store): report.md, its
+figures and a CSV of every table, in one folder.
 
-    python -m analysis.report EXP=<preset name | sweep study | parent run id> [runs_dir=runs]
-                              [reports_dir=reports] [log=false]
-    python -m analysis.report FROM=results/<paper>          # from exported measurements, no MLflow
-    python -m analysis.report EXPORT=results/<paper> EXP=<...> [runs_dir=runs]   # export, then report
-
-EXP resolves to the newest parent run tagged `ablation.name=<EXP>`, else the newest sweep parent tagged
-`sweep.study=<EXP>`, or a run id. The report (Markdown with tables and figures, CSVs of every table) is
-written to `<reports_dir>/<name>/` (reports_dir: argument, else $LLM_REPORTS_DIR, else ./reports) and
-logged to the parent run as artifacts under `report/`.
-
-FROM=<folder> rebuilds the report inside an exported results folder from its `data/` files alone
-(analysis.results_data), and EXPORT=<folder> writes such a folder from the store first. Both paths render
-the same `Ablation` object (analysis.ablation), so a report from the store and one from the CSVs are the
-same text. An exported folder may hold `provenance.json` (analysis.provenance); the header shows it.
-
-For an ablation it states the paper's claim (analysis/claims.py), the scale of every arm (parameters,
-tokens, tokens per parameter, seeds), what the runs measured (paired-seed differences with bootstrap CIs,
-t and sign-flip tests, the reference's seed sd and MDD, tokens to reach the reference's final loss,
-wall-time overhead), a verdict per arm and check under the explicit rule, and the figures whose data
-exist. For a sweep: the best trials and the study summary of sweeps/summary.py.
+It states the paper's claim (analysis/claims.py), the scale of every arm (parameters, tokens, tokens per
+parameter, seeds), what the runs measured (paired-seed differences with bootstrap CIs, t and sign-flip
+tests, the reference's seed sd and MDD, tokens to reach the reference's final loss, wall-time overhead), a
+verdict per arm and check under the explicit rule (analysis/verdict.py), the figures whose data exist (the
+core ones and those each technique declares in its report.yaml) and, when the grid's runs were
+fine-tuned, the plasticity table (analysis/plasticity.py).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import math
-import os
-import shutil
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from mlflow.entities import Run
 
 from analysis import markdown as md
 from analysis import plots
@@ -48,159 +29,19 @@ from analysis.ablation import (
     overhead_table,
     reference_of,
     scale_table,
-    seed_key,
     seed_noise_table,
     speedups_table,
     verdicts_table,
 )
-from analysis.claims import MATCHED_TPP, RULE_TEXT, Claim, claim_for, count, number, split_arm
-from analysis.load_runs import RunNotFound, RunStore, numeric
-from analysis.results_data import DATA_DIR, ResultsDataError, read_results_data, write_results_data
+from analysis.claims import Claim, split_arm
+from analysis.load_runs import numeric
+from analysis.plasticity import plasticity_tables, table_lines
+from analysis.results_data import DATA_DIR
 from analysis.results_data import safe_name as _safe
-from analysis.store_ablation import load_ablation
-
-REPORTS_ENV = "LLM_REPORTS_DIR"
-REPORT_FILE = "report.md"
-ARTIFACT_PATH = "report"
-
-
-def reports_root(reports_dir: str | Path | None = None) -> Path:
-    return Path(reports_dir or os.environ.get(REPORTS_ENV) or "reports")
-
-
-@dataclass
-class Section:
-    title: str
-    body: list[str] = field(default_factory=list)
-
-    def render(self) -> str:
-        return "\n".join([f"## {self.title}", "", *self.body, ""])
-
-
-# ---------------------------------------------------------------------------------------- entry points
-
-
-def write_report(
-    parent_run_id: str,
-    runs_dir: str | Path = "runs",
-    reports_dir: str | Path | None = None,
-    log_to_mlflow: bool = True,
-    store: RunStore | None = None,
-) -> Path:
-    """Write the report of an ablation (or sweep) parent run; returns the path of report.md."""
-    store = store or RunStore(runs_dir)
-    parent = store.run(parent_run_id)
-    if parent.data.tags.get("sweep.role") == "parent":
-        return write_sweep_report(parent_run_id, runs_dir, reports_dir, log_to_mlflow, store)
-    ab = load_ablation(store, parent)
-    path = render_report(ab, reports_root(reports_dir) / _safe(ab.name))
-    if log_to_mlflow:
-        store.client.log_artifacts(parent_run_id, str(path.parent), artifact_path=ARTIFACT_PATH)
-    return path
-
-
-def write_sweep_report(
-    parent_run_id: str,
-    runs_dir: str | Path = "runs",
-    reports_dir: str | Path | None = None,
-    log_to_mlflow: bool = True,
-    store: RunStore | None = None,
-    top: int = 10,
-) -> Path:
-    """Best trials of a sweep parent run and its study summary; returns the path of report.md."""
-    store = store or RunStore(runs_dir)
-    parent = store.run(parent_run_id)
-    study = parent.data.tags.get("sweep.study", parent.info.run_name or parent_run_id)
-    out = reports_root(reports_dir) / _safe(study)
-    _fresh_dir(out)
-    text = render_sweep(parent, store, out, top)
-    path = out / REPORT_FILE
-    path.write_text(text)
-    if log_to_mlflow:
-        store.client.log_artifacts(parent_run_id, str(out), artifact_path=ARTIFACT_PATH)
-    return path
-
-
-def export_results(parent_run_id: str, folder: str | Path, runs_dir: str | Path = "runs",
-                   store: RunStore | None = None, provenance: dict | None = None) -> Path:
-    """A finished ablation -> `<folder>/data/` (its measurements), `<folder>/provenance.json` (when given,
-    see analysis.provenance.provenance_record) and the report rendered there; returns report.md's path."""
-    store = store or RunStore(runs_dir)
-    parent = store.run(parent_run_id)
-    if parent.data.tags.get("sweep.role") == "parent":
-        raise ValueError(f"Run {parent_run_id} is a sweep parent; only ablations are exported.")
-    ab = load_ablation(store, parent)
-    folder = Path(folder)
-    write_results_data(ab, folder)
-    if provenance is not None:
-        prov.write_provenance(folder, provenance)
-    return render_report(ab, folder, prov.read_provenance(folder))
-
-
-def report_from_results(folder: str | Path) -> Path:
-    """Regenerate `<folder>/report.md` (+ figures and CSV tables) from `<folder>/data/` alone."""
-    folder = Path(folder)
-    ab = read_results_data(folder)
-    return render_report(ab, folder, prov.read_provenance(folder))
-
-
-def render_report(ab: Ablation, out: Path, provenance: dict | None = None) -> Path:
-    """Render an Ablation into `out` (report.md, figures, CSV tables); never touches a store."""
-    out = Path(out)
-    _fresh_dir(out)
-    path = out / REPORT_FILE
-    path.write_text(render_ablation(ab, claim_for(ab.claim_key), out, provenance))
-    return path
-
-
-def report_for(exp: str, runs_dir: str | Path = "runs", reports_dir: str | Path | None = None,
-               log_to_mlflow: bool = True) -> Path:
-    """The report of the newest parent run named `exp` (ablation name, sweep study or run id)."""
-    store = RunStore(runs_dir)
-    parent = store.resolve(exp)
-    return write_report(parent.info.run_id, runs_dir, reports_dir, log_to_mlflow, store)
-
-
-USAGE = ("EXP=<name|run id> [runs_dir=...] [reports_dir=...] [log=false], or FROM=<results folder>, or "
-         "EXPORT=<results folder> EXP=<name|run id> [runs_dir=...]")
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = {"exp": None, "from": None, "export": None, "runs_dir": "runs", "reports_dir": None, "log": "true"}
-    for arg in sys.argv[1:] if argv is None else argv:
-        key, sep, value = arg.partition("=")
-        key = key.lower().lstrip("-")
-        if not sep or key not in args:
-            print(f"error: expected {USAGE}, got '{arg}'", file=sys.stderr)
-            return 2
-        args[key] = value
-    if args["from"] is not None and (args["exp"] or args["export"]):
-        print("error: FROM=<results folder> reads exported files only; give it without EXP= or EXPORT=",
-              file=sys.stderr)
-        return 2
-    try:
-        if args["from"] is not None:
-            if not args["from"]:
-                print("error: FROM= names no folder; give FROM=results/<paper>", file=sys.stderr)
-                return 2
-            path = report_from_results(args["from"])
-        elif not args["exp"]:
-            print("error: name the experiment: EXP=<preset name | sweep study | parent run id>", file=sys.stderr)
-            return 2
-        elif args["export"]:
-            store = RunStore(args["runs_dir"])
-            path = export_results(store.resolve(args["exp"]).info.run_id, args["export"], store=store)
-        else:
-            path = report_for(args["exp"], args["runs_dir"], args["reports_dir"],
-                              log_to_mlflow=args["log"].lower() not in ("false", "0", "no"))
-    except (RunNotFound, ResultsDataError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(f"report: {path}")
-    return 0
-
-
-# ---------------------------------------------------------------------------------------- ablation report
+from analysis.seeds import seed_key
+from analysis.sections import Section, first_value
+from analysis.technique_reports import figure_specs
+from analysis.verdict import MATCHED_TPP, RULE_TEXT, count, number
 
 
 def render_ablation(ab: Ablation, claim: Claim, out: Path, provenance: dict | None = None) -> str:
@@ -230,6 +71,7 @@ def render_ablation(ab: Ablation, claim: Claim, out: Path, provenance: dict | No
         _speedup_section(speed),
         _overhead_section(cost),
         _figures_section(ab, effects, out),
+        _plasticity_section(ab, out),
         _token_gap_section(ab, out),
         _sv_hist_section(ab, out),
         _runs_section(ab),
@@ -274,7 +116,7 @@ def _measured_section(ab: Ablation, claim: Claim) -> Section:
     if f.empty:
         return Section("What this run measured", ["_No child run finished: nothing to measure._",
                                                   "", _status_counts(ab)])
-    model = _first(f, "params.model.name")
+    model = first_value(f, "params.model.name")
     params = numeric(f.get("params.budget.params_non_embedding", pd.Series(dtype=float))).median()
     steps = numeric(f.get("params.budget.steps", pd.Series(dtype=float))).median()
     body.append(f"- Model `{model}`, {md.fmt(float(params))} non-embedding parameters; "
@@ -404,26 +246,15 @@ def _overhead_section(cost: pd.DataFrame) -> Section:
 
 
 def _figures_section(ab: Ablation, effects: pd.DataFrame, out: Path) -> Section:
+    """The loss curves and the effects forest plot, then every declared figure whose data exist: the core
+    ones (analysis.plots.CORE_FIGURES) and each technique's (its report.yaml), in folder order."""
     made: list[tuple[str, Path | None]] = [
         ("Validation and training loss against tokens seen, per arm.", plots.plot_loss_curves(ab, out / "loss_vs_tokens.png")),
         ("Final val/loss difference per arm with its 95% CI and the reference's seed sd.",
          plots.plot_effects(effects, "val/loss", out / "effects_val_loss.png",
                             f"{ab.name}: final val/loss, arm - reference (paired by seed)")),
-        ("GMCN over training (PC layer).", plots.plot_gmcn(ab, out / "gmcn.png")),
-        ("Final GMCN per matrix kind (PC layer).", plots.plot_gmcn_by_kind(ab, out / "gmcn_by_kind.png")),
-        ("MoLS per-group SNR and learning-rate multipliers.", plots.plot_mols(ab, out / "mols_snr_alpha.png")),
-        ("MoLS learning-rate multipliers applied over training.", plots.plot_mols_scales(ab, out / "mols_lr_scale.png")),
-        ("Initial weight std by matrix, measured at step 0.", plots.plot_init_std(ab, out / "init_std.png")),
-        ("Condensation trajectory (small init).", plots.plot_condensation(ab, out / "condensation.png")),
-        ("Stable rank trajectory.", plots.plot_stable_rank(ab, out / "stable_rank.png")),
-        ("Attention sink over training (small init).", plots.plot_attention_sink(ab, out / "attention_sink.png")),
-        ("WISCA norm ratios and scales over training.", plots.plot_wisca(ab, out / "wisca_ratios.png")),
-        ("Pseudo-rank and post-fine-tune score against weight decay, per regime.",
-         plots.plot_vs_lambda(ab, {"attention pseudo-rank (final)": "diag/*pseudo_rank*",
-                                   "post-fine-tune accuracy (mean over tasks)": "finetune:eval/*/acc",
-                                   "final val/loss (nats/token)": "val/loss"}, out / "vs_weight_decay.png")
-         if _has_pseudo_rank_or_finetune(ab) else None),
     ]
+    made += [(spec["caption"], plots.plot_figure(ab, spec, out)) for spec in (*plots.CORE_FIGURES, *figure_specs())]
     body = []
     for caption, path in made:
         if path is not None:
@@ -431,8 +262,20 @@ def _figures_section(ab: Ablation, effects: pd.DataFrame, out: Path) -> Section:
     return Section("Figures", body)
 
 
-def _has_pseudo_rank_or_finetune(ab: Ablation) -> bool:
-    return (any("pseudo_rank" in c for c in ab.finished.columns) or not ab.finetunes.empty)
+def _plasticity_section(ab: Ablation, out: Path) -> Section:
+    """When the grid's runs were fine-tuned: the plasticity table per recipe (analysis.plasticity)."""
+    tables = plasticity_tables(ab)
+    body: list[str] = []
+    for table in tables:
+        if len(tables) > 1:
+            body += [f"### Recipe `{table.recipe.name}` ({table.recipe.hash})", ""]
+        body += table_lines(table, heading="####" if len(tables) > 1 else "###")
+    if tables:
+        pd.concat([t.rows.assign(recipe=t.recipe.name, recipe_hash=t.recipe.hash) for t in tables]).to_csv(
+            out / "plasticity_runs.csv", index=False)
+        pd.concat([t.summary.assign(recipe=t.recipe.name, recipe_hash=t.recipe.hash) for t in tables]).to_csv(
+            out / "plasticity_summary.csv", index=False)
+    return Section("Plasticity: base loss against the gain from one fine-tuning recipe", body)
 
 
 def _token_gap_section(ab: Ablation, out: Path) -> Section:
@@ -506,102 +349,3 @@ def _method_section() -> Section:
         "- Tables are also saved as CSV next to this file; every curve is in the MLflow store (`make mlflow-ui`) "
         f"and, in an exported results folder, in `{DATA_DIR}/curves.csv`.",
     ])
-
-
-# ---------------------------------------------------------------------------------------- sweep report
-
-
-def render_sweep(parent: Run, store: RunStore, out: Path, top: int) -> str:
-    study = parent.data.tags.get("sweep.study", parent.info.run_id)
-    metric = parent.data.params.get("sweep.metric", "val/loss")
-    direction = parent.data.params.get("sweep.direction", "minimize")
-    runs = store.runs_frame(store.children(parent.info.run_id))
-    space = [k[len("space."):] for k in parent.data.params if k.startswith("space.")]
-    col = f"metrics.{metric}"
-    finished = runs[(runs["status"] == "FINISHED")] if not runs.empty else runs
-    if col in finished:
-        finished = finished.sort_values(col, ascending=direction == "minimize", na_position="last")
-    best = finished.head(top).copy()
-    best["trial"] = best.get("tags.sweep.trial_number", pd.Series("", index=best.index))
-    best["value"] = best[col] if col in best else np.nan
-    # The sampled values are tagged per trial (group choices are not config params); older runs fall back.
-    chosen = [(f"tags.sweep.param.{k}" if f"tags.sweep.param.{k}" in best else f"params.{k}", k) for k in space]
-    columns = [("trial", "trial"), ("value", metric), *chosen, ("run_id", "run id")]
-    states = runs.get("tags.sweep.trial_state", pd.Series(dtype=str)).fillna("RUNNING?").value_counts().to_dict()
-    lines = [
-        f"# Sweep report: `{study}`", "",
-        f"Parent run `{parent.info.run_id}` ({parent.info.status}) in `{store.client.tracking_uri}`; objective: "
-        f"{direction} `{metric}`; generated {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}.", "",
-        "Trial states: " + (", ".join(f"{n} {s.lower()}" for s, n in sorted(states.items())) or "none"), "",
-        f"## Best {min(top, len(best))} finished trials", "",
-        md.table(best, columns), "",
-        "Trials are single runs (one seed each): a difference between neighbouring trials smaller than the "
-        "seed-to-seed noise of the same config is not a ranking.", "",
-    ]
-    best.to_csv(out / "best_trials.csv", index=False)
-    curves = store.curves(best, keys=["val/loss"])
-    png = _plot_trials(curves, best, study, metric, out / "best_trials_val_loss.png")
-    if png is not None:
-        lines += ["## Validation loss of the best trials", "", f"![best trials]({png.name})", ""]
-    lines += _embedded_summary(store, parent.info.run_id, out)
-    return "\n".join(lines) + "\n"
-
-
-def _plot_trials(curves: pd.DataFrame, best: pd.DataFrame, study: str, metric: str, path: Path) -> Path | None:
-    if curves.empty:
-        return None
-    fig, axes = plots._figure(1, 1)
-    ax = axes[0][0]
-    for i, (_, row) in enumerate(best.head(5).iterrows()):
-        rows = curves[(curves["run_id"] == row["run_id"]) & (curves["key"] == "val/loss")].sort_values("step")
-        if rows.empty:
-            continue
-        ax.plot(rows["tokens_seen"], rows["value"], marker="o", markersize=3, color=f"C{i}",
-                label=f"trial {row['trial']} ({metric} {md.fmt(row['value'])})")
-    ax.set_xlabel(plots.TOKENS_LABEL)
-    ax.set_ylabel("validation loss (nats/token)")
-    ax.set_title(f"Sweep {study}: validation loss of the 5 best trials (one seed each)", fontsize=10)
-    ax.legend(fontsize=7)
-    return plots._save(fig, path)
-
-
-def _embedded_summary(store: RunStore, parent_run_id: str, out: Path) -> list[str]:
-    """The study summary sweeps/summary.py logged under `summary/`, copied here with its figures."""
-    files = store.list_files(parent_run_id, "summary")
-    if not files:
-        return ["## Study summary", "", "_The parent run has no `summary/` artifacts (the sweep may still be running)._"]
-    lines = ["## Study summary (sweeps/summary.py)", ""]
-    for artifact in sorted(files):
-        local = store.download_artifact(parent_run_id, artifact)
-        name = artifact.rsplit("/", 1)[-1]
-        if name == "summary.md":
-            text = local.read_text().replace("# Sweep", "### Sweep", 1)
-            lines += [text.replace("](", "](summary/"), ""]
-        target = out / "summary" / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(local, target)
-    return lines
-
-
-# ---------------------------------------------------------------------------------------- helpers
-
-
-def _fresh_dir(path: Path) -> None:
-    """The report folder holds one report: files of an older one (a plot no longer drawn) are removed."""
-    if path.is_dir():
-        for child in path.iterdir():
-            if child.is_file() and child.suffix in (".md", ".png", ".csv"):
-                child.unlink()
-        if (path / "summary").is_dir():
-            shutil.rmtree(path / "summary")
-    path.mkdir(parents=True, exist_ok=True)
-
-
-def _first(frame: pd.DataFrame, col: str) -> str:
-    if col not in frame or frame[col].dropna().empty:
-        return "?"
-    return str(frame[col].dropna().iloc[0])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

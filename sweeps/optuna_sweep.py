@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         client.set_terminated(parent_run_id, status=status)
         print(f"summary: {summary_dir / 'summary.md'}")
         try:
-            from analysis.report import write_sweep_report
+            from analysis.sweep_report import write_sweep_report
 
             print(f"report: {write_sweep_report(parent_run_id, cfg.runs_dir)}")
         except Exception as err:  # noqa: BLE001 - a report problem must not change the sweep's outcome

@@ -95,7 +95,7 @@ def write_table(client: MlflowClient, parent: Run, args: PipelineArgs, recipe: F
     the parent run; returns its text."""
     from analysis.load_runs import RunStore
     from analysis.plasticity import plasticity_tables, render, write_outputs
-    from analysis.report import reports_root
+    from analysis.sections import reports_root
     from analysis.store_ablation import load_ablation
 
     ab = load_ablation(RunStore(args.runs_dir, client=client), client.get_run(parent.info.run_id))

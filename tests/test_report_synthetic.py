@@ -20,8 +20,9 @@ import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from analysis.claims import INCONCLUSIVE, NO_CLAIM, REPRODUCED
-from analysis.report import main, write_report, write_sweep_report
+from analysis.verdict import INCONCLUSIVE, NO_CLAIM, REPRODUCED
+from analysis.report import main, write_report
+from analysis.sweep_report import write_sweep_report
 from lit_modules.tracking.run_lifecycle import open_run
 from lit_modules.tracking.store import get_or_create_experiment, tracking_uri
 
