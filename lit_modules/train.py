@@ -28,13 +28,13 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from lit_modules.build import build_callbacks, build_data, build_model, build_module, build_techniques, build_trainer
+from lit_modules.build import build_callbacks, build_data, build_model, build_module, build_trainer
 from lit_modules.callbacks.run_record import RunRecord
-from lit_modules.config.budget import Budget, compute_budget
+from lit_modules.config.budget import Budget
 from lit_modules.config.composition import compose_multirun_jobs, compose_run_config
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.schema import register_schema
-from lit_modules.config.validate import validate
+from lit_modules.config.validate import validated
 from lit_modules.data import DataError
 from lit_modules.evaluation.errors import EvalError
 from lit_modules.resume import init_weights_from, resolve_resume
@@ -118,8 +118,8 @@ def run(
         check_store(uri)
         resume_target = resolve_resume(cfg, store(), cli_overrides)
         cfg = resume_target.config
-    cfg = validate(cfg)
-    budget = compute_budget(cfg)
+    checked = validated(cfg)  # the techniques are built and asked here once, and trained with below
+    cfg, budget = checked.config, checked.budget
     if cfg.dry_run:
         print(describe(cfg, budget))
         return RunResult(None, "DRY_RUN", budget=budget)
@@ -141,7 +141,7 @@ def run(
     if cfg.trainer.num_threads:
         torch.set_num_threads(cfg.trainer.num_threads)
     L.seed_everything(cfg.seed, verbose=False)
-    techniques = build_techniques(cfg)
+    techniques = checked.techniques
     data = build_data(cfg)
     model, init_stds = build_model(cfg, techniques)
     if init_weights is not None:

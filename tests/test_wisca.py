@@ -19,7 +19,7 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
 from lit_modules.model import Llama, LlamaConfig
 from lit_modules.model.norm import RMSNorm
-from lit_modules.techniques.wisca import technique as wisca_module
+from lit_modules.techniques import context as context_module
 from lit_modules.techniques.wisca import Wisca
 from lit_modules.techniques.wisca.callback import WiscaTransitions
 from lit_modules.techniques.wisca.technique import structure_problems
@@ -271,14 +271,14 @@ def test_qk_norm_is_refused_for_qk_but_not_vo():
 
 def test_problems_inspects_the_configured_model_without_building_it():
     cfg = compose_run_config(["model=small", "model.attn_gate=headwise"])  # vocab_size still 0 here
-    model = wisca_module._meta_model(cfg)
+    model = context_module.meta_model(cfg)
     assert len(model.layers) == 5 and model.layers[0].attn.n_kv_heads == 2
     assert model.layers[0].attn.q_proj.weight.is_meta
     assert Wisca().problems(cfg) == []
 
 
 def test_qk_norm_refused_by_problems(monkeypatch):
-    monkeypatch.setattr(wisca_module, "_meta_model", lambda cfg: _with_qk_norm())
+    monkeypatch.setattr(context_module, "meta_model", lambda cfg: _with_qk_norm())
     cfg = compose_run_config(["wisca=qk_vo_tensor"])
     assert any(QK_NORM_SENTENCE in p for p in Wisca().problems(cfg))
     assert Wisca(qk=False).problems(cfg) == []

@@ -12,9 +12,9 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from lit_modules.build import build_data, build_model, build_module, build_techniques
+from lit_modules.build import build_data, build_model, build_module
 from lit_modules.config.budget import compute_budget
-from lit_modules.config.validate import validate
+from lit_modules.config.validate import Validated, validated
 from lit_modules.config.composition import compose_run_config
 
 
@@ -37,17 +37,20 @@ class _StepTimer(L.Callback):
             self.timed_steps = trainer.global_step - self.warmup
 
 
-def bench_config(overrides: list[str], steps: int):
+def bench_checked(overrides: list[str], steps: int) -> Validated:
     cfg = compose_run_config(["regime=steps", f"trainer.max_steps={steps}", "trainer.val_every_n_steps=100000",
                               "runs_dir=/tmp/bench_runs", *overrides])
-    return validate(cfg)
+    return validated(cfg)
+
+
+def bench_config(overrides: list[str], steps: int):
+    return bench_checked(overrides, steps).config
 
 
 def lightning_seconds_per_step(overrides: list[str], steps: int, warmup: int = 10) -> float:
     """Our real training path (model transforms, technique callbacks, schedule, clipping), no MLflow I/O."""
-    cfg = bench_config(overrides, steps + warmup)
-    budget = compute_budget(cfg)
-    techniques = build_techniques(cfg)
+    checked = bench_checked(overrides, steps + warmup)
+    cfg, budget, techniques = checked.config, checked.budget, checked.techniques
     data = build_data(cfg)
     torch.manual_seed(cfg.seed)
     model, _ = build_model(cfg, techniques)

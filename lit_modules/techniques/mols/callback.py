@@ -43,6 +43,16 @@ def disjoint_training_windows(trainer: L.Trainer, count: int, micro_batch_size: 
     return [stream.batch(first + k) for k in range(count)]
 
 
+def planned_steps(total_steps: int, warmup_steps: int | None, warmup_fraction: float, estimate_step: int | None,
+                  estimate_fraction: float) -> tuple[int, int]:
+    """(estimation step, end of warmup) for a run of `total_steps`, as budget.py lays out warmup; a pure
+    function of the config, so validation checks the timing without building the callback."""
+    warmup = warmup_steps if warmup_steps is not None else round(warmup_fraction * total_steps)
+    warmup = min(warmup, total_steps)
+    at = estimate_step if estimate_step is not None else math.ceil(estimate_fraction * total_steps)
+    return at, warmup
+
+
 def _groups_with_manager(trainer: L.Trainer) -> Iterator[tuple[dict, bool]]:
     """Every torch param group, with whether an Adam-family optimizer steps it."""
     for optimizer in trainer.optimizers:
@@ -100,16 +110,8 @@ class MoLSCallback(L.Callback):
     # --- schedule -----------------------------------------------------------------------------
     def planned_steps(self, total_steps: int) -> tuple[int, int]:
         """(estimation step, end of warmup) for a run of `total_steps`, as budget.py lays out warmup."""
-        warmup = (
-            self.warmup_steps if self.warmup_steps is not None else round(self.warmup_fraction * total_steps)
-        )
-        warmup = min(warmup, total_steps)
-        at = (
-            self.estimate_step
-            if self.estimate_step is not None
-            else math.ceil(self.estimate_fraction * total_steps)
-        )
-        return at, warmup
+        return planned_steps(total_steps, self.warmup_steps, self.warmup_fraction, self.estimate_step,
+                             self.estimate_fraction)
 
     def multiplier(self, group: str, step: int) -> float:
         alpha = self.alpha.get(group, 1.0)
@@ -168,7 +170,7 @@ class MoLSCallback(L.Callback):
         def loss_fn(batch) -> torch.Tensor:
             moved = tuple(t.to(device) for t in batch)
             with trainer.precision_plugin.train_step_context():
-                return pl_module._loss(moved)
+                return pl_module.training_objective(moved)[0]  # the gradient the run follows
 
         moments = measure_gradient_moments(loss_fn, batches, by_group)
         snr = {

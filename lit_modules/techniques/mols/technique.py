@@ -19,7 +19,9 @@ import lightning as L
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from lit_modules.techniques.base import Technique
-from lit_modules.techniques.mols.callback import MoLSCallback
+from lit_modules.techniques.context import TechniqueContext
+from lit_modules.techniques.registry import register
+from lit_modules.techniques.mols.callback import MoLSCallback, planned_steps
 from lit_modules.techniques.mols.groups import (
     ADAM_GROUPS_UNDER_MUON,
     ATTN_GATE_GROUPS,
@@ -58,8 +60,8 @@ def _plain(value: Any) -> Any:
     )
 
 
+@register("mols")
 class MoLS(Technique):
-    name = "mols"
 
     def __init__(
         self,
@@ -108,7 +110,7 @@ class MoLS(Technique):
         return scaled_groups(self.modules, self.norm_policy, self.attn_gate_group)
 
     # --- checks -------------------------------------------------------------------------------
-    def problems(self, cfg) -> list[str]:
+    def problems(self, cfg, context: TechniqueContext | None = None) -> list[str]:
         p: list[str] = []
         choices = {
             "mode": (self.mode, MODES),
@@ -133,7 +135,7 @@ class MoLS(Technique):
         if self.mode == "manual":
             p += self._manual_problems(cfg)
         else:
-            p += self._snr_problems(cfg)
+            p += self._snr_problems(cfg, context or TechniqueContext.of(cfg, techniques=[]))
         if cfg.trainer.strategy == "fsdp":
             p.append(
                 "MoLS measures gradients on the unwrapped model and does not support trainer.strategy=fsdp."
@@ -168,7 +170,7 @@ class MoLS(Technique):
             p.append("techniques.mols.mode=manual needs at least one entry in techniques.mols.manual_scales.")
         return p
 
-    def _snr_problems(self, cfg) -> list[str]:
+    def _snr_problems(self, cfg, context: TechniqueContext) -> list[str]:
         p = []
         if self.extra_micro_batches < 2:
             p.append("techniques.mols.extra_micro_batches must be at least 2 to measure a gradient variance.")
@@ -195,19 +197,14 @@ class MoLS(Technique):
         absent = {"head": bool(cfg.model.tie_embeddings), "attn_gate": cfg.model.attn_gate == "none"}
         if absent.get(self.base_group):
             p.append(f"techniques.mols.base_group '{self.base_group}' has no parameters in this model.")
-        p += self._timing_problems(cfg)
+        p += self._timing_problems(context.budget)
         return p
 
-    def _timing_problems(self, cfg) -> list[str]:
-        from lit_modules.config.budget import compute_budget
-
-        try:
-            steps = compute_budget(cfg).steps
-        except Exception:  # noqa: BLE001 - a broken budget is reported by the core validator
-            return []
-        if steps < 1:
-            return []
-        at, warmup = self.callback().planned_steps(steps)
+    def _timing_problems(self, budget) -> list[str]:
+        if budget is None or budget.steps < 1:
+            return []  # a broken budget is reported by the core validator
+        at, warmup = planned_steps(budget.steps, self.warmup_steps, self.warmup_fraction, self.estimate_step,
+                                   self.estimate_fraction)
         if at >= warmup:
             sentence = (
                 f"MoLS must estimate before warmup ends, but it would estimate at step {at} and warmup ends "

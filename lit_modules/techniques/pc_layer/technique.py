@@ -21,6 +21,7 @@ from torch import nn
 
 from lit_modules.optim.param_groups import GroupSpec
 from lit_modules.techniques.base import Technique
+from lit_modules.techniques.registry import register
 from lit_modules.techniques.pc_layer.merge import DEFAULT_MERGE_ITERS, merge_pc
 from lit_modules.techniques.pc_layer.parametrization import attach_pc
 from lit_modules.techniques.pc_layer.polynomials import PAPER_LEVEL_FOR_OPTIMIZER, PC_COEFFICIENTS
@@ -45,8 +46,8 @@ def is_pc_gamma(param_name: str) -> bool:
     return ".parametrizations.weight." in param_name and param_name.endswith(".gamma")
 
 
+@register("pc_layer")
 class PCLayer(Technique):
-    name = "pc_layer"
 
     def __init__(
         self,
@@ -71,7 +72,7 @@ class PCLayer(Technique):
 
     # --- validation -----------------------------------------------------------------------------
 
-    def problems(self, cfg=None) -> list[str]:
+    def problems(self, cfg=None, context=None) -> list[str]:
         p: list[str] = []
         if isinstance(self.level, bool) or self.level not in PC_COEFFICIENTS:
             p.append(

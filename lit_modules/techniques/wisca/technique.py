@@ -27,10 +27,11 @@ from typing import Any
 import lightning as L
 import torch
 import torch.distributed as dist
-from omegaconf import OmegaConf
 from torch import nn
 
 from lit_modules.techniques.base import Technique
+from lit_modules.techniques.context import TechniqueContext
+from lit_modules.techniques.registry import register
 from lit_modules.techniques.scalable_weight import scaling_problem
 from lit_modules.techniques.wisca.callback import WiscaTransitions
 from lit_modules.techniques.wisca.rescales import (
@@ -104,8 +105,8 @@ def _broadcast_from_rank0(rescales: list[Rescale]) -> list[Rescale]:
     return out
 
 
+@register("wisca")
 class Wisca(Technique):
-    name = "wisca"
 
     def __init__(
         self,
@@ -151,7 +152,7 @@ class Wisca(Technique):
             p.append(f"WISCA with {knob}.every_n_steps=0 and at_init=false never runs; enable one of them.")
         return p
 
-    def problems(self, cfg: Any) -> list[str]:
+    def problems(self, cfg: Any, context: TechniqueContext | None = None) -> list[str]:
         p = self.knob_problems()
         trainer = cfg.get("trainer") or {}
         if trainer.get("strategy") == "fsdp":
@@ -163,7 +164,9 @@ class Wisca(Technique):
                 "WISCA is exactly output-preserving only with fp32 weights, and trainer.precision=bf16-true "
                 "has no fp32 master copy; use bf16-mixed."
             )
-        model = self._model_as_trained(cfg)
+        # Exactness is a property of the model as trained, whenever a transition runs: an at-init transition
+        # scales raw weights before the PC layer is attached, which is the same as scaling them after.
+        model = (context or TechniqueContext.of(cfg)).model_as_trained(without=self.name)
         if model is not None:
             p += structure_problems(model, self.qk, self.scaled_weights())
         return p
@@ -172,26 +175,6 @@ class Wisca(Technique):
         """(pair, projection, kind of factor) for every weight a transition multiplies."""
         pairs = [("qk", self.qk_granularity)] * self.qk + [("vo", self.vo_granularity)] * self.vo
         return [(pair, proj, kind) for pair, g in pairs for proj, kind in scaled_projections(pair, g)]
-
-    @staticmethod
-    def _model_as_trained(cfg: Any) -> nn.Module | None:
-        """The configured model on the meta device with every other technique's build-time transform applied.
-
-        Exactness is a property of that model, whenever a transition runs: an at-init transition scales raw
-        weights before the PC layer is attached, which is the same as scaling them after."""
-        from hydra.utils import instantiate
-
-        model = _meta_model(cfg)
-        for node in (cfg.get("techniques") or {}).values():
-            if model is None or node is None:
-                continue
-            try:
-                other = instantiate(node)
-                if not isinstance(other, Wisca):
-                    model = other.transform_model(model)
-            except Exception:  # noqa: BLE001 - that technique's own problems() reports why it cannot build
-                return None
-        return model
 
     # ------------------------------------------------------------------ the transition
 
@@ -254,16 +237,3 @@ class Wisca(Technique):
             tags["fidelity.wisca.channel_formula"] = "unconfirmed"
             tags["fidelity.wisca.channel_reduce"] = "unconfirmed"
         return tags
-
-
-def _meta_model(cfg: Any) -> nn.Module | None:
-    """The configured model built on the meta device (no memory, no compute), or None if it cannot be."""
-    from lit_modules.model import Llama
-
-    params = OmegaConf.to_container(cfg.model, resolve=True)
-    params["vocab_size"] = params.get("vocab_size") or 1  # the vocabulary does not change the attention blocks
-    try:
-        with torch.device("meta"):
-            return Llama(params)
-    except Exception:  # noqa: BLE001 - an unbuildable model config is reported by the model's own check
-        return None
