@@ -24,8 +24,10 @@ FROM ?=
 PAPERS ?=
 LAUNCHER ?=
 TASKS ?=
+A ?=
+B ?=
 
-.PHONY: help setup train sweep ablate evidence ledger report eval finetune plasticity test test-slow bench mlflow-ui dry-run clean-runs
+.PHONY: help setup train sweep ablate evidence ledger report eval finetune plasticity test test-slow compare bench mlflow-ui dry-run clean-runs
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -79,6 +81,10 @@ test: setup ## the test suite (offline, ~5 min on 2 cores)
 
 test-slow: setup ## the slow end-to-end tests
 	$(PY) -m pytest -m slow
+
+compare: setup ## do two commits train identically? golden metric histories side by side: make compare A=<commit> B=<commit>
+	@test -n "$(A)" -a -n "$(B)" || { echo "error: give two commits: make compare A=<commit> B=<commit>" >&2; exit 2; }
+	$(PY) -m lit_modules.goldens compare $(A) $(B)
 
 bench: setup ## Lightning step vs plain PyTorch loop (and other ratios)
 	$(PY) -m lit_modules.bench $(ARGS)

@@ -1,6 +1,6 @@
 """An ablation read from the MLflow store into the one representation reports render from (`Ablation`).
 
-    ab = load_ablation(store, store.resolve("wisca"))
+    ab = load_ablation(store, store.resolve("smoke"))
 
 Reads the parent run, its child runs (only the columns a report uses: `analysis.ablation.slim_runs`), their
 curves, the fine-tune runs started from them, and turns the artifacts a report shows into small tables

@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lit_modules.build import build_callbacks, build_data, build_model, build_module, build_trainer
 from lit_modules.callbacks.run_record import RunRecord
+from lit_modules.config import files
 from lit_modules.config.budget import Budget
 from lit_modules.config.composition import compose_multirun_jobs, compose_run_config
 from lit_modules.config.errors import ConfigError
@@ -278,7 +279,7 @@ def _in_multirun() -> bool:
         return False
 
 
-@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+@hydra.main(config_path=str(files.CONF_DIR), config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float | None:
     return _run_and_report(cfg, _cli_overrides(), multirun=_in_multirun())
 

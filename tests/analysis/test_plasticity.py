@@ -60,3 +60,60 @@ def test_decoupling_statements_on_known_numbers():
     lines = decoupling(summarize(two_regimes))
     assert [line.split(":")[0] for line in lines] == ["- tpp140"] * 2 + ["- tpp20"] * 2
     assert "same lambda (0.1)" in lines[0] and "they DIFFER" in lines[2]
+
+
+def _grid_with_finetunes():
+    """Two lambdas x 2 seeds of one regime, each base fine-tuned with recipe h1, one base also with h0."""
+    from analysis.ablation import ParentRecord, assemble, typed_runs
+    from analysis.store_ablation import empty_token_gaps, typed_curves
+
+    runs, curves, tunes = [], [], []
+    for i, (arm, wd) in enumerate((("tpp20_wd0.1", "0.1"), ("tpp20_wd1.0", "1.0"))):
+        for seed in range(2):
+            run_id = f"{i}{seed}".ljust(32, "0")
+            val = 2.0 + i * 0.1 + seed * 0.01
+            runs.append({"run_id": run_id, "run_name": arm, "status": "FINISHED",
+                         "start_time": pd.Timestamp("2026-01-01") + pd.Timedelta(seconds=len(runs)), "end_time": pd.NaT,
+                         "params.regime.name": "tpp20", "params.optim.weight_decay": wd,
+                         "params.budget.total_tokens": "1000", "tags.ablation.arm": arm, "tags.seed": str(seed),
+                         "metrics.val/loss": val, "metrics.diag/attention_rank/qk/pseudo_rank_tau0.01": 8.0 - i,
+                         "metrics.eval/probe/layer_0/acc": 0.5, "metrics.eval/probe/best_acc": 0.5})
+            losses = [3.0, 2.9, 2.8, 2.7, 2.6, 2.5]  # the gap uses the last 5 logged values: mean 2.7
+            curves.append(pd.DataFrame({"run_id": run_id, "key": "train/loss", "step": range(6),
+                                        "tokens_seen": [100.0 * (s + 1) for s in range(6)], "value": losses}))
+            for recipe, before in (("h1", 4.0), *((("h0", 9.0),) if run_id.startswith("00") else ())):
+                tunes.append({"run_id": f"f{recipe}{run_id}"[:32], "run_name": "ft", "status": "FINISHED",
+                              "start_time": pd.Timestamp("2026-01-02") + pd.Timedelta(seconds=len(tunes) if recipe == "h1" else -1),
+                              "end_time": pd.NaT, "tags.finetune.base_run_id": run_id,
+                              "tags.finetune.recipe_hash": recipe, "tags.finetune.recipe": "python_docs",
+                              "tags.finetune.target_data": "python_docs", "params.optim.lr": "0.001",
+                              "params.optim.weight_decay": "0.0", "params.trainer.max_steps": "300",
+                              "params.data.batch_size": "8", "params.schedule.name": "cosine",
+                              "metrics.finetune/target_loss_before": before,
+                              "metrics.finetune/target_loss_after": before - 0.5 - i * 0.1,
+                              "metrics.finetune/plasticity": 0.5 + i * 0.1})
+    parent = ParentRecord("f" * 32, "FINISHED", "ablate:wd_plasticity", {"ablation.name": "wd_plasticity"}, {}, "test")
+    return assemble(parent, typed_runs(pd.DataFrame(runs)), typed_curves(pd.concat(curves, ignore_index=True)),
+                    typed_runs(pd.DataFrame(tunes)), empty_token_gaps(), [])
+
+
+def test_the_table_reads_an_ablation_and_picks_one_recipe_s_fine_tunes(tmp_path):
+    from analysis.plasticity import plasticity_tables, recipes
+    from analysis.report import render_report
+
+    ab = _grid_with_finetunes()
+    assert [r.hash for r in recipes(ab)] == ["h1", "h0"]  # newest recipe first
+    table = plasticity_tables(ab, "h1")[0]
+    rows = table.rows.set_index("run_id")
+    assert list(rows["arm"]) == ["tpp20_wd0.1"] * 2 + ["tpp20_wd1.0"] * 2
+    assert rows["target_before"].tolist() == [4.0] * 4  # h0's stale fine-tune (before 9.0) is not this recipe's
+    assert rows["train_val_gap"].tolist() == pytest.approx([2.0 - 2.7, 2.01 - 2.7, 2.1 - 2.7, 2.11 - 2.7])
+    assert rows["qk_pseudo_rank"].tolist() == [8.0, 8.0, 7.0, 7.0] and rows["probe_layer_0_acc"].eq(0.5).all()
+    assert table.recipe.describe() == ("Fine-tuning recipe `python_docs`: target `python_docs`, lr 0.001, weight "
+                                       "decay 0, 300 steps x batch 8, cosine schedule.")
+    assert table.summary["plasticity_mean"].tolist() == pytest.approx([0.5, 0.6])
+    # The report made from the same Ablation (as make report FROM= makes it) shows the table per recipe.
+    text = render_report(ab, tmp_path / "report").read_text()
+    assert "## Plasticity: base loss against the gain from one fine-tuning recipe" in text
+    assert "### Recipe `python_docs` (h1)" in text and "| tpp20 | 0.1 | 2 | 1,000 |" in text
+    assert (tmp_path / "report" / "plasticity_runs.csv").is_file()

@@ -6,7 +6,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from lit_modules.techniques import wisca as wisca_module
+from lit_modules.techniques.wisca import callback as wisca_callback
 from lit_modules.techniques.wisca import Wisca
 from lit_modules.train import run
 from sweeps.compose import compose_run_config
@@ -53,7 +53,7 @@ def test_wisca_on_pc_weights_keeps_the_function_in_a_real_run(tmp_path, monkeypa
     """pc_layer=level4 makes o_proj's weight a computed one: through the real entry point, each transition leaves
     the logits unchanged and rescales the Adam state of every weight it moved (o_proj's raw weight too)."""
     changes, policy_calls = [], []
-    transition, policy = Wisca.transition, wisca_module.apply_opt_state_policy
+    transition, policy = Wisca.transition, wisca_callback.apply_opt_state_policy
 
     def measured_transition(self, model):
         idx = torch.arange(48).remainder(97)[None]
@@ -68,7 +68,7 @@ def test_wisca_on_pc_weights_keeps_the_function_in_a_real_run(tmp_path, monkeypa
         policy_calls.append((policy(optimizer, rescales, name), len(rescales)))
 
     monkeypatch.setattr(Wisca, "transition", measured_transition)
-    monkeypatch.setattr(wisca_module, "apply_opt_state_policy", counted_policy)
+    monkeypatch.setattr(wisca_callback, "apply_opt_state_policy", counted_policy)
     result = _train(tmp_path, "pc_layer=level4", "wisca=qk_vo_tensor", "techniques.wisca.every_n_steps=5",
                     "techniques.wisca.opt_state=rescale", "trainer.max_steps=10")
     assert result.status == "FINISHED"
