@@ -82,8 +82,9 @@ def _grid_with_finetunes():
             curves.append(pd.DataFrame({"run_id": run_id, "key": "train/loss", "step": range(6),
                                         "tokens_seen": [100.0 * (s + 1) for s in range(6)], "value": losses}))
             for recipe, before in (("h1", 4.0), *((("h0", 9.0),) if run_id.startswith("00") else ())):
+                offset = len(tunes) if recipe == "h1" else -1  # h0: an older recipe's fine-tune
                 tunes.append({"run_id": f"f{recipe}{run_id}"[:32], "run_name": "ft", "status": "FINISHED",
-                              "start_time": pd.Timestamp("2026-01-02") + pd.Timedelta(seconds=len(tunes) if recipe == "h1" else -1),
+                              "start_time": pd.Timestamp("2026-01-02") + pd.Timedelta(seconds=offset),
                               "end_time": pd.NaT, "tags.finetune.base_run_id": run_id,
                               "tags.finetune.recipe_hash": recipe, "tags.finetune.recipe": "python_docs",
                               "tags.finetune.target_data": "python_docs", "params.optim.lr": "0.001",

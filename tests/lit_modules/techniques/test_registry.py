@@ -34,7 +34,8 @@ def test_the_config_group_builds_the_registered_class(name):
         assert path.read_text().startswith(f"# @package techniques.{name}\n"), path
         target = OmegaConf.load(path).get("_target_")
         if target is not None:  # an option may inherit its target from another option of the group
-            assert get_class(target) is TECHNIQUES[name] and target == f"lit_modules.techniques.{name}.{TECHNIQUES[name].__name__}"
+            cls = TECHNIQUES[name]
+            assert get_class(target) is cls and target == f"lit_modules.techniques.{name}.{cls.__name__}"
 
 
 @pytest.mark.parametrize("name", FOLDERS)
