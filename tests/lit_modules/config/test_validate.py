@@ -13,7 +13,7 @@ from lit_modules.config.validate import validate
 from lit_modules.train import run
 from sweeps.compose import compose_run_config
 
-# sweep, finetune and evidence files have their own schemas (sweeps/sweep_config.py, lit_modules/finetune.py,
+# sweep, finetune and evidence files have their own schemas (sweeps/sweep_config.py, config/finetune_recipe.py,
 # sweeps/evidence.py).
 GROUPS = sorted(p.name for p in (REPO / "conf").iterdir() if p.is_dir() and p.name not in ("sweep", "arm", "hydra", "finetune", "evidence"))
 GPU_ONLY = {("trainer", "gpu"), ("trainer", "fsdp")}
