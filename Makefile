@@ -13,6 +13,7 @@ WORKERS ?=
 RUN ?=
 HOST ?= 127.0.0.1
 PORT ?= 5000
+MLFLOW_STORE ?= sqlite:///$(CURDIR)/runs/mlflow.db
 
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
@@ -23,8 +24,10 @@ FROM ?=
 PAPERS ?=
 LAUNCHER ?=
 TASKS ?=
+A ?=
+B ?=
 
-.PHONY: help setup train sweep ablate evidence ledger report eval finetune plasticity test test-slow bench mlflow-ui dry-run clean-runs
+.PHONY: help setup train sweep ablate evidence ledger report eval finetune plasticity test test-slow compare bench mlflow-ui dry-run clean-runs
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -79,11 +82,15 @@ test: setup ## the test suite (offline, ~5 min on 2 cores)
 test-slow: setup ## the slow end-to-end tests
 	$(PY) -m pytest -m slow
 
+compare: setup ## do two commits train identically? golden metric histories side by side: make compare A=<commit> B=<commit>
+	@test -n "$(A)" -a -n "$(B)" || { echo "error: give two commits: make compare A=<commit> B=<commit>" >&2; exit 2; }
+	$(PY) -m lit_modules.goldens compare $(A) $(B)
+
 bench: setup ## Lightning step vs plain PyTorch loop (and other ratios)
 	$(PY) -m lit_modules.bench $(ARGS)
 
-mlflow-ui: setup ## browse runs at http://127.0.0.1:5000
-	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/runs/mlflow.db --host $(HOST) --port $(PORT)
+mlflow-ui: setup ## browse runs at http://127.0.0.1:5000 (Ctrl-C or SIGTERM stops the server and its workers)
+	$(PY) -m lit_modules.tracking.ui_launcher --backend-store-uri $(MLFLOW_STORE) --host $(HOST) --port $(PORT)
 
 clean-runs: ## delete runs/ (MLflow store, checkpoints, Optuna studies)
 	rm -rf runs

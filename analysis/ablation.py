@@ -25,45 +25,36 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.claims import (
-    LR_VARIANT_PREFIX,
-    MIN_SEEDS,
-    Check,
-    Claim,
-    Scale,
-    is_lr_variant,
-    join_arm,
-    split_arm,
-    speedup_verdict,
-    tuned_verdict,
-    verdict,
-)
+from analysis.claims import LR_VARIANT_PREFIX, Check, Claim, is_lr_variant, join_arm, split_arm
 from analysis.curves import Speedup, speedup_vs_baseline
 from analysis.load_runs import numeric
-from analysis.stats import PairedComparison, SeedNoise, compare_paired, holm_adjust, seed_noise
+from analysis.seeds import seed_key
+from analysis.stats import PairedComparison, SeedNoise, compare_paired, seed_noise
+from analysis.technique_reports import curve_prefixes, final_metric_prefixes
+from analysis.verdict import Scale, best_of, family_p_values, judged
+from lit_modules.runs import tags
 
 TRAIN_TAIL = 5  # logged train/loss values (one micro-batch each) averaged into a run's final train loss
 TRAIN_LOSS = "train/loss (last 5 logged)"
 PERF_KEYS = ("perf/tokens_per_s", "perf/step_time_s")  # read to derive SECONDS_PER_TOKEN, then dropped
 CURVE_KEYS = ("val/loss", "train/loss", *PERF_KEYS)  # val/bits_per_byte: only its final value is reported
-CURVE_PREFIXES = (
-    "diag/gmcn/", "diag/stable_rank/mean/", "diag/condensation/mean_abs_cos/mean/", "diag/attention_sink/",
-    "wisca/", "mols/",
-)
+# Histories a report reads besides the losses: the core diagnostics' and those each technique declares.
+CURVE_PREFIXES = ("diag/stable_rank/mean/", *curve_prefixes())
 SECONDS_PER_TOKEN = "derived.seconds_per_token"
 LOWER_IS_BETTER_WORDS = ("loss", "perplexity", "ppl", "bits_per_byte", "bpb", "error", "brier", "ece")
 FINETUNE_PREFIX = "finetune:"
-CLAIM_TAG = "ablation.claim"
+CLAIM_TAG = tags.ABLATION_CLAIM
 TUNED_VARIANT = "tuned"
 
 # What a report reads of a run; the rest of MLflow's record (hundreds of config params, package versions)
 # stays in the store. Exact keys or prefixes (ending in "." or "/").
 RUN_COLUMNS = ("run_id", "run_name", "status", "start_time", "end_time")
 KEEP_PARAMS = ("ablation.baseline", "ablation.claim", "budget.", "model.name", "optim.name", "optim.lr", "optim.weight_decay",
-               "regime.", "trainer.num_threads", "trainer.max_steps", "data.seq_len", "data.batch_size", "seed")
+               "regime.", "schedule.name", "trainer.num_threads", "trainer.max_steps", "data.seq_len", "data.batch_size",
+               "seed")
 KEEP_TAGS = ("seed", "ablation.", "config_hash", "git_commit", "git_dirty", "end_reason", "hw.cpu_threads",
              "hw.platform", "fidelity.", "finetune.")
-KEEP_METRICS = ("val/", "eval/", "diag/", "init/std/", "mols/snr/", "mols/alpha/", "finetune/")
+KEEP_METRICS = ("val/", "eval/", "diag/", "init/std/", "finetune/", *final_metric_prefixes())
 
 
 @dataclass(frozen=True)
@@ -318,10 +309,6 @@ class _Test:
     selection: str = ""
     same_grid: bool = True
 
-    def in_family(self) -> bool:
-        c = self.comparison
-        return self.expect is not None and c.n >= MIN_SEEDS and math.isfinite(c.p_t)
-
 
 def verdicts_table(ab: Ablation, claim: Claim) -> pd.DataFrame:
     """The claim's checks, one row per (check, arm), with raw and Holm-adjusted p, the scale and the verdict."""
@@ -337,26 +324,21 @@ def verdicts_table(ab: Ablation, claim: Claim) -> pd.DataFrame:
                 continue
             c, noise = _check_comparison(ab, check, arm, reference)
             tests.append(_Test(check, arm, reference, expect, c, noise, split_arm(arm)[1]))
-    family = [t for t in tests if t.in_family()]
-    adjusted = dict(zip(map(id, family), holm_adjust([t.comparison.p_t for t in family])))
+    adjusted, family_size = family_p_values([(t.expect, t.comparison) for t in tests])
     rows = []
-    for t in tests:
+    for t, p_holm in zip(tests, adjusted):
         check, c = t.check, t.comparison
         # The reference sets the comparison's budget: an arm with extra parameters (a gate) trained the same
         # tokens, so its own TPP is a little lower, but the comparison is at the reference's scale.
         scale = scale_of(ab, [t.reference], claim.tpp_of_paper(t.arm))
         effect = check.paper_effect(t.arm, c.mean_ref)
-        p_holm = adjusted.get(id(t))
-        v = verdict(t.expect, check.better, c, None if check.metric == "speedup" else t.noise, scale, effect,
-                    p_holm, len(family))
-        if check.metric == "speedup":
-            v = speedup_verdict(t.expect, v, speedup_of(ab, t.arm, t.reference), scale)
-        if check.tuned:
-            v = tuned_verdict(v, t.same_grid)
+        speedup = speedup_of(ab, t.arm, t.reference) if check.metric == "speedup" else None
+        v = judged(t.expect, check.better, c, t.noise, scale, effect, p_holm, family_size, speedup,
+                   t.same_grid if check.tuned else None)
         row = _comparison_row(t.arm, t.reference, check.metric, check.better, c, t.noise)
         row.update({
             "variant": t.variant or "-", "expect": t.expect or "-", "paper": check.paper,
-            "p_holm": p_holm if p_holm is not None else float("nan"), "family_size": len(family),
+            "p_holm": p_holm if p_holm is not None else float("nan"), "family_size": family_size,
             "paper_effect": effect if effect is not None else float("nan"),
             "params_non_embedding": scale.params_non_embedding, "params_total": scale.params_total,
             "tokens": scale.tokens, "tpp": scale.tpp, "paper_tpp": scale.paper_tpp or float("nan"),
@@ -400,13 +382,12 @@ def _tuned_tests(ab: Ablation, claim: Claim, check: Check) -> list[_Test]:
 
 
 def _best(ab: Ablation, arms: list[str], check: Check) -> str:
-    """The arm with the best mean (finite seeds) of the check's metric; ties and NaNs keep the earlier arm."""
-    sign = -1.0 if check.better == "lower" else 1.0
-    scores = []
+    """The arm with the best mean (finite seeds) of the check's metric (rule 7's pick, analysis.verdict)."""
+    means = []
     for arm in arms:
         values = [v for v in arm_values(ab, arm, check.metric).values() if math.isfinite(v)]
-        scores.append(sign * float(np.mean(values)) if values else -math.inf)
-    return arms[int(np.argmax(scores))]
+        means.append(float(np.mean(values)) if values else math.nan)
+    return arms[best_of(means, check.better)]
 
 
 def _check_comparison(ab: Ablation, check: Check, arm: str, reference: str) -> tuple[PairedComparison, SeedNoise]:
@@ -534,11 +515,3 @@ def _comparison_row(arm, reference, metric, better, c: PairedComparison, noise: 
         "rel_diff": c.relative_diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "p_t": c.p_t,
         "p_sign_flip": c.p_sign_flip, "exact": c.exact, "seed_sd": noise.sd, "mdd": noise.mdd,
     }
-
-
-def seed_key(seed: str) -> tuple[int, float | str]:
-    """Seeds sort as numbers ("2" before "10"), names after them."""
-    try:
-        return 0, float(seed)
-    except (TypeError, ValueError):
-        return 1, str(seed)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.seeds import seed_key
+
 NOT_REACHED = math.inf
 
 
@@ -96,7 +98,7 @@ def speedup_vs_baseline(
 ) -> Speedup:
     """Paired by seed: `arm_runs` and `base_runs` map seed -> run id; `curves` is a curves frame."""
     seeds, base_tokens, arm_tokens, budgets = [], [], [], []
-    for seed in sorted(set(arm_runs) & set(base_runs), key=_seed_key):
+    for seed in sorted(set(arm_runs) & set(base_runs), key=seed_key):
         base = _curve(curves, base_runs[seed], key)
         arm = _curve(curves, arm_runs[seed], key)
         if base.empty or arm.empty:
@@ -133,10 +135,3 @@ def mean_band(curves: pd.DataFrame, key: str, run_groups: dict[str, list[str]]) 
 def _curve(curves: pd.DataFrame, run_id: str, key: str) -> pd.DataFrame:
     rows = curves[(curves["run_id"] == run_id) & (curves["key"] == key)]
     return rows.sort_values("step").dropna(subset=["tokens_seen", "value"])
-
-
-def _seed_key(seed: str) -> tuple[int, float | str]:
-    try:
-        return 0, float(seed)
-    except ValueError:
-        return 1, seed

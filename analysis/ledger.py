@@ -24,8 +24,11 @@ import pandas as pd
 from analysis import markdown as md
 from analysis import provenance as prov
 from analysis.ablation import Ablation, overhead_table, verdicts_table
-from analysis.claims import ALPHA, MATCHED_TPP, NO_CLAIM, Claim, claim_for, count, number, split_arm
-from analysis.report import REPORT_FILE
+from analysis.claims import Claim, claim_for, split_arm
+from analysis.verdict import ALPHA, MATCHED_TPP, NO_CLAIM, count, number
+from analysis.sections import REPORT_FILE
+from lit_modules.config.arguments import Arg, Verb, parse_words
+from lit_modules.config.errors import ConfigError
 from analysis.results_data import DATA_DIR, PARENT_FILE, ResultsDataError, read_results_data
 
 LEDGER_FILE = "RESULTS.md"
@@ -129,7 +132,7 @@ def render_ledger(results: Path, out: Path) -> str:
         "# Results ledger", "",
         f"One row per claim check of each paper's headline arm(s) and model variant, re-derived by "
         f"`python -m analysis.ledger` from the exported measurements in `{where}/<paper>/{DATA_DIR}/` with "
-        "the code the reports use (the rule: `analysis/claims.py`). Our scale: non-embedding (and total) "
+        "the code the reports use (the rule: `analysis/verdict.py`). Our scale: non-embedding (and total) "
         f"parameters, training tokens, TPP = tokens per non-embedding parameter, paired seeds; *matched scale* "
         f"= at least {MATCHED_TPP:g} TPP, or the paper's own TPP where that is lower. Effects are arm − reference "
         "in the check's units, paired by seed, with 95% paired-bootstrap intervals; relative = divided by the "
@@ -154,15 +157,16 @@ def write_ledger(results: str | Path = "results", out: str | Path = LEDGER_FILE)
     return out
 
 
+VERB = Verb("ledger", {"results": Arg(default="results", non_empty=True),
+                       "out": Arg(default=LEDGER_FILE, non_empty=True)}, case_insensitive=True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = {"results": "results", "out": LEDGER_FILE}
-    for arg in sys.argv[1:] if argv is None else argv:
-        key, sep, value = arg.partition("=")
-        key = key.lower().lstrip("-")
-        if not sep or key not in args or not value:
-            print(f"error: expected [results=<folder>] [out=<file>], got '{arg}'", file=sys.stderr)
-            return 2
-        args[key] = value
+    try:
+        args = parse_words(sys.argv[1:] if argv is None else argv, VERB).values
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     results = Path(args["results"])
     if not result_folders(results):
         print(f"error: no exported results folder (one with {DATA_DIR}/{PARENT_FILE}) under {results}/",

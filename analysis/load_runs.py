@@ -35,9 +35,10 @@ import pandas as pd
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
+from lit_modules.runs import tags
+from lit_modules.runs.search import children_filter, find_parent
 from lit_modules.tracking.store import tracking_uri
 
-PARENT_TAG = "mlflow.parentRunId"
 ENDED = ("FINISHED", "FAILED", "KILLED")
 CACHE_DIR_NAME = "analysis_cache"
 CACHE_VERSION = 1
@@ -98,11 +99,9 @@ class RunStore:
                 return self.run(name)
             except Exception:  # noqa: BLE001 - not a run id after all; try it as a name
                 pass
-        newest = ["attributes.start_time DESC"]
-        for tag, role in (("ablation.name", "ablation.role"), ("sweep.study", "sweep.role")):
-            found = self.search(f"tags.`{tag}` = '{name}' and tags.`{role}` = 'parent'", order_by=newest)
-            if found:
-                return found[0]
+        found = find_parent(self.client, name)
+        if found is not None:
+            return found
         raise RunNotFound(
             f"No run id, ablation (tag ablation.name) or sweep (tag sweep.study) named '{name}' in "
             f"{self.client.tracking_uri}."
@@ -124,15 +123,15 @@ class RunStore:
                 return runs
 
     def children(self, parent_run_id: str) -> list[Run]:
-        return self.search(f"tags.`{PARENT_TAG}` = '{parent_run_id}'", order_by=["attributes.start_time ASC"])
+        return self.search(children_filter(parent_run_id), order_by=["attributes.start_time ASC"])
 
     def finetunes_of(self, base_run_ids: Iterable[str]) -> list[Run]:
         """Fine-tune runs (tag `finetune.base_run_id`) started from any of the given runs."""
         wanted = set(base_run_ids)
         if not wanted:
             return []
-        found = self.search("tags.`finetune.base_run_id` LIKE '%'")
-        return [r for r in found if r.data.tags.get("finetune.base_run_id") in wanted]
+        found = self.search(f"tags.`{tags.FINETUNE_BASE}` LIKE '%'")
+        return [r for r in found if r.data.tags.get(tags.FINETUNE_BASE) in wanted]
 
     # ------------------------------------------------------------------ frames
 
@@ -321,7 +320,7 @@ def runs_frame(runs: Iterable[Run]) -> pd.DataFrame:
             "status": run.info.status,
             "start_time": pd.to_datetime(run.info.start_time, unit="ms") if run.info.start_time else pd.NaT,
             "end_time": pd.to_datetime(run.info.end_time, unit="ms") if run.info.end_time else pd.NaT,
-            "parent_run_id": run.data.tags.get(PARENT_TAG),
+            "parent_run_id": run.data.tags.get(tags.PARENT),
         }
         row.update({f"params.{k}": v for k, v in run.data.params.items()})
         row.update({f"tags.{k}": v for k, v in run.data.tags.items()})

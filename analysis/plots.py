@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from analysis.ablation import Ablation, run_value
-from analysis.claims import MIN_SEEDS
+from analysis.verdict import MIN_SEEDS
 from analysis.curves import mean_band
 from analysis.load_runs import numeric
 
@@ -213,64 +213,53 @@ def _keys(ab: Ablation, prefix: str) -> list[str]:
     return sorted(k for k in ab.curves["key"].unique() if k.startswith(prefix))
 
 
-# ---------------------------------------------------------------------------------------- per technique
+# ---------------------------------------------------------------------------------------- declared figures
+# A technique declares its figures as data (lit_modules/techniques/<name>/report.yaml, `figures:`): a file
+# name, a caption and one of these kinds with its panels and titles. The core figures are declared the same
+# way (CORE_FIGURES). No figure here knows a technique.
 
 
-def plot_gmcn(ab: Ablation, path: Path) -> Path | None:
-    """PC layer: GMCN (all / pc / no_pc matrices) over training, per arm."""
-    panels = {f"GMCN, {g} matrices": f"diag/gmcn/{g}" for g in ("all", "pc", "no_pc")
-              if f"diag/gmcn/{g}" in _keys(ab, "diag/gmcn/")}
-    return plot_trajectories(ab, panels, path, "geometric-mean modified condition number (sigma_1 / mean of "
-                             "the bottom 10% singular values)", "GMCN (ratio, log scale)", logy=True)
+def trajectory_panels(ab: Ablation, panels: list[dict]) -> dict[str, str]:
+    """Panel title -> metric key or pattern, from declared panels:
+    `{key, title}`, `{pattern, title}` (mean over matching keys), `{each: prefix, title: "... {name}"}` (one
+    panel per logged key under the prefix, `name` = its last part), `{each_stat: prefix, pattern: "..{name}",
+    title: "..{name}"}` (one panel per distinct last part under the prefix, averaged over `pattern`)."""
+    out: dict[str, str] = {}
+    for panel in panels:
+        if "each" in panel:
+            for key in _keys(ab, panel["each"]):
+                out[panel["title"].format(name=key.rsplit("/", 1)[-1])] = key
+        elif "each_stat" in panel:
+            for stat in sorted({k.rsplit("/", 1)[-1] for k in _keys(ab, panel["each_stat"])}):
+                out[panel["title"].format(name=stat)] = panel["pattern"].format(name=stat)
+        else:
+            out[panel["title"]] = panel.get("key") or panel["pattern"]
+    return out
 
 
-def plot_gmcn_by_kind(ab: Ablation, path: Path) -> Path | None:
-    """PC layer: final GMCN per matrix kind (q, k, v, o, gate, up, down), per arm: the spectrum's spread."""
-    cols = sorted(c for c in ab.finished.columns if c.startswith("metrics.diag/gmcn/kind/"))
-    if not cols:
+def plot_declared_trajectories(ab: Ablation, spec: dict, path: Path) -> Path | None:
+    return plot_trajectories(ab, trajectory_panels(ab, spec["panels"]), path, spec["title"], spec["ylabel"],
+                             logy=bool(spec.get("logy", False)))
+
+
+def plot_final_bars(ab: Ablation, spec: dict, path: Path) -> Path | None:
+    """Final metrics under a prefix, one bar per last key part and arm (mean over seeds, whisker = min-max);
+    one subplot per declared panel `{prefix, ylabel, logy}`; arms without any value are left out."""
+    panels = []
+    for panel in spec["panels"]:
+        cols = sorted(c for c in ab.finished.columns if c.startswith(f"metrics.{panel['prefix']}"))
+        if cols:
+            panels.append((cols, panel))
+    if not panels:
         return None
-    kinds = [c.rsplit("/", 1)[-1] for c in cols]
-    fig, axes = _figure(1, 1, width=max(7.0, 1.1 * len(kinds) * max(1, len(ab.arms)) / 3))
-    ax = axes[0][0]
+    first = panels[0][0]
+    arms = [a for a in ab.arms if not ab.finished[ab.finished["arm"] == a][first].isna().all().all()]
+    groups = max(len(cols) for cols, _ in panels)
+    fig, axes = _figure(1, len(panels), width=max(6.0, 1.1 * groups * max(1, len(arms)) / 3))
     colors = arm_colors(ab.arms)
-    width = 0.8 / max(1, len(ab.arms))
-    x = np.arange(len(kinds))
-    unwhiskered = []
-    for i, arm in enumerate(ab.arms):
-        rows = ab.finished[ab.finished["arm"] == arm]
-        if rows.empty:
-            continue
-        mean, whiskers = _mean_and_range(rows[cols].to_numpy(dtype=float))
-        ax.bar(x + i * width, mean, width, yerr=whiskers, capsize=2, color=colors[arm], label=_label(ab, arm))
-        if whiskers is None:
-            unwhiskered.append(arm)
-    too_few_seeds(ax, unwhiskered)
-    ax.set_xticks(x + width * (len(ab.arms) - 1) / 2, kinds)
-    ax.set_yscale("log")
-    ax.set_xlabel("matrix kind (all layers pooled, geometric mean)")
-    ax.set_ylabel("final GMCN (ratio, log scale)")
-    ax.set_title(f"{ab.name}: final modified condition number by matrix kind\n(bar = mean over seeds, "
-                 "whisker = min-max)", fontsize=10)
-    ax.legend(fontsize=7)
-    return _save(fig, path)
-
-
-def plot_mols(ab: Ablation, path: Path) -> Path | None:
-    """MoLS: the estimated per-group gradient SNR and the learning-rate multiplier alpha, per arm."""
-    snr = sorted(c for c in ab.finished.columns if c.startswith("metrics.mols/snr/"))
-    alpha = sorted(c for c in ab.finished.columns if c.startswith("metrics.mols/alpha/"))
-    if not snr and not alpha:
-        return None
-    panels = [(cols, label, log) for cols, label, log in (
-        (snr, "gradient SNR per module group (log scale)", True),
-        (alpha, "learning-rate multiplier alpha = sqrt(S_base / S_m)", False),
-    ) if cols]
-    fig, axes = _figure(1, len(panels), width=6.0)
-    colors = arm_colors(ab.arms)
-    arms = [a for a in ab.arms if not ab.finished[ab.finished["arm"] == a][panels[0][0]].isna().all().all()]
-    for ax, (cols, label, log) in zip(axes[0], panels):
-        groups = [c.rsplit("/", 1)[-1] for c in cols]
-        x = np.arange(len(groups))
+    for ax, (cols, panel) in zip(axes[0], panels):
+        names = [c.rsplit("/", 1)[-1] for c in cols]
+        x = np.arange(len(names))
         width = 0.8 / max(1, len(arms))
         unwhiskered = []
         for i, arm in enumerate(arms):
@@ -279,21 +268,22 @@ def plot_mols(ab: Ablation, path: Path) -> Path | None:
             if whiskers is None:
                 unwhiskered.append(arm)
         too_few_seeds(ax, unwhiskered)
-        ax.set_xticks(x + width * (len(arms) - 1) / 2, groups)
-        ax.set_xlabel("module group")
-        ax.set_ylabel(label, fontsize=8)
-        if log:
+        ax.set_xticks(x + width * (len(arms) - 1) / 2, names)
+        ax.set_xlabel(spec.get("xlabel", ""))
+        ax.set_ylabel(panel.get("ylabel", ""), fontsize=8)
+        if panel.get("logy"):
             ax.set_yscale("log")
         ax.legend(fontsize=7)
-    fig.suptitle(f"{ab.name}: MoLS estimates (bar = mean over seeds, whisker = min-max)", fontsize=10)
+    legend = "bar = mean over seeds, whisker = min-max"
+    if len(panels) == 1:
+        axes[0][0].set_title(f"{ab.name}: {spec['title']}\n({legend})", fontsize=10)
+    else:
+        fig.suptitle(f"{ab.name}: {spec['title']} ({legend})", fontsize=10)
     return _save(fig, path)
 
 
-def plot_mols_scales(ab: Ablation, path: Path) -> Path | None:
-    keys = _keys(ab, "mols/lr_scale/")
-    panels = {f"lr scale, {k.rsplit('/', 1)[-1]}": k for k in keys}
-    return plot_trajectories(ab, panels, path, "MoLS learning-rate multiplier applied per group",
-                             "lr multiplier (x base schedule)")
+def plot_declared_init_std(ab: Ablation, spec: dict, path: Path) -> Path | None:
+    return plot_init_std(ab, path)
 
 
 _LAYER = re.compile(r"layers\.\d+\.")
@@ -336,43 +326,12 @@ def plot_init_std(ab: Ablation, path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def plot_condensation(ab: Ablation, path: Path) -> Path | None:
-    keys = _keys(ab, "diag/condensation/mean_abs_cos/mean/")
-    panels = {f"mean |cos| between rows, {k.rsplit('/', 1)[-1]}": k for k in keys}
-    return plot_trajectories(ab, panels, path, "condensation: mean |cosine| between weight rows (1 = condensed)",
-                             "mean |cos| (0-1)")
-
-
-def plot_stable_rank(ab: Ablation, path: Path) -> Path | None:
-    keys = _keys(ab, "diag/stable_rank/mean/")
-    panels = {f"stable rank, {k.rsplit('/', 1)[-1]}": k for k in keys}
-    return plot_trajectories(ab, panels, path, "stable rank ||W||_F^2 / ||W||_2^2 (mean over layers)", "stable rank")
-
-
-def plot_attention_sink(ab: Ablation, path: Path) -> Path | None:
-    panels = {name: key for name, key in (("attention to token 0, mean over heads and layers", "diag/attention_sink/mean"),
-                                          ("attention to token 0, most sink-like head", "diag/attention_sink/max_head"))
-              if key in _keys(ab, "diag/attention_sink/")}
-    return plot_trajectories(ab, panels, path, "attention sink (share of attention on the first token)",
-                             "attention probability on token 0")
-
-
-def plot_wisca(ab: Ablation, path: Path) -> Path | None:
-    """WISCA: L1 norm ratios and applied scales over training, averaged over layers."""
-    stats = sorted({k.rsplit("/", 1)[-1] for k in _keys(ab, "wisca/layer")})
-    panels = {f"{s} (mean over layers)": f"wisca/layer*/{s}" for s in stats}
-    if "wisca/transitions" in _keys(ab, "wisca/"):
-        panels["transitions applied (count)"] = "wisca/transitions"
-    return plot_trajectories(ab, panels, path, "WISCA norm ratios ||W_q||_1/||W_k||_1, ||W_v||_1/||W_o||_1 "
-                             "before each transition, and scales", "ratio / scale / count")
-
-
-def plot_vs_lambda(ab: Ablation, metrics: dict[str, str], path: Path) -> Path | None:
-    """Weight decay: final metrics against the pre-training weight decay, one line per regime.
-
-    `metrics` maps a panel title to a metric spec as `analysis.ablation.run_value` reads it (a key, a
-    pattern such as `diag/*pseudo_rank*`, or `finetune:<pattern>`)."""
-    col = "params.optim.weight_decay"
+def plot_vs_param(ab: Ablation, spec: dict, path: Path) -> Path | None:
+    """Final metrics against a config value the arms vary (`spec["param"]`, e.g. optim.weight_decay), one line
+    per regime (with its TPP). Each panel's `metric` is read as `analysis.ablation.run_value` reads it (a key,
+    a pattern such as `diag/*pseudo_rank*`, or `finetune:<pattern>`)."""
+    metrics = {panel["title"]: panel["metric"] for panel in spec["panels"]}
+    col = f"params.{spec['param']}"
     if col not in ab.finished or not metrics:
         return None
     frame = ab.finished.assign(wd=numeric(ab.finished[col]))
@@ -400,10 +359,50 @@ def plot_vs_lambda(ab: Ablation, metrics: dict[str, str], path: Path) -> Path | 
             ax.errorbar(agg["wd"], agg["mean"], yerr=whiskers,
                         marker="o", capsize=3, color=f"C{i}", label=f"{name} (n per point: {int(agg['count'].min())}+)")
         too_few_seeds(ax, unwhiskered)
-        ax.set_xscale("symlog", linthresh=0.01)
-        ax.set_xlabel("pre-training AdamW weight decay lambda (symlog)")
+        if spec.get("xscale") == "symlog":
+            ax.set_xscale("symlog", linthresh=float(spec.get("linthresh", 0.01)))
+        ax.set_xlabel(spec.get("xlabel", spec["param"]))
         ax.set_ylabel(title, fontsize=8)
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=7)
-    fig.suptitle(f"{ab.name}: final metrics vs weight decay (point = mean over seeds, whisker = min-max)", fontsize=10)
+    fig.suptitle(f"{ab.name}: {spec['title']} (point = mean over seeds, whisker = min-max)", fontsize=10)
     return _save(fig, path)
+
+
+FIGURE_KINDS = {
+    "trajectories": plot_declared_trajectories,
+    "final_bars": plot_final_bars,
+    "vs_param": plot_vs_param,
+    "init_std": plot_declared_init_std,
+}
+
+# Figures every report may draw, declared like a technique's (the loss curves and the effects forest plot
+# are drawn by the report itself: they need its tables).
+CORE_FIGURES = (
+    {"file": "init_std.png", "caption": "Initial weight std by matrix, measured at step 0.", "kind": "init_std"},
+    {"file": "stable_rank.png", "caption": "Stable rank trajectory.", "kind": "trajectories",
+     "title": "stable rank ||W||_F^2 / ||W||_2^2 (mean over layers)", "ylabel": "stable rank",
+     "panels": [{"each": "diag/stable_rank/mean/", "title": "stable rank, {name}"}]},
+)
+
+
+def has_data_for(ab: Ablation, patterns: list[str]) -> bool:
+    """Any of `patterns` present: a final metric matching it, or `finetune:*` for any fine-tune run."""
+    metrics = [c[len("metrics."):] for c in ab.finished.columns if c.startswith("metrics.")]
+    for pattern in patterns:
+        if pattern.startswith("finetune:"):
+            if not ab.finetunes.empty:
+                return True
+        elif any(fnmatch.fnmatchcase(m, pattern) for m in metrics):
+            return True
+    return False
+
+
+def plot_figure(ab: Ablation, spec: dict, out: Path) -> Path | None:
+    """Draw one declared figure into `out/<file>` when its data exists; None otherwise."""
+    if spec["kind"] not in FIGURE_KINDS:
+        raise ValueError(f"Figure {spec.get('file')}: unknown kind '{spec['kind']}' "
+                         f"(known: {', '.join(FIGURE_KINDS)}).")
+    if spec.get("only_with") and not has_data_for(ab, list(spec["only_with"])):
+        return None
+    return FIGURE_KINDS[spec["kind"]](ab, spec, Path(out) / spec["file"])

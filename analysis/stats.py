@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
+from analysis.seeds import seed_key
+
 EXACT_MAX_SEEDS = 16
 N_BOOT = 10_000
 LEVEL = 0.95
@@ -140,7 +142,7 @@ def sign_flip_p(diffs: np.ndarray, n_random: int = 100_000, seed: int = 0) -> tu
 def compare_paired(arm: dict[str, float], ref: dict[str, float], seed: int = 0) -> PairedComparison:
     """Arm vs reference, each a {seed: value} map; only seeds present (and finite) in both are paired."""
     seeds = tuple(sorted(
-        (s for s in arm if s in ref and np.isfinite(arm[s]) and np.isfinite(ref[s])), key=_seed_order
+        (s for s in arm if s in ref and np.isfinite(arm[s]) and np.isfinite(ref[s])), key=seed_key
     ))
     a = np.array([arm[s] for s in seeds], dtype=float)
     r = np.array([ref[s] for s in seeds], dtype=float)
@@ -193,10 +195,3 @@ def seed_noise(values: list[float] | np.ndarray, level: float = LEVEL, power: fl
     sd = float(values.std(ddof=1))
     quantiles = scipy_stats.t.ppf(0.5 + level / 2.0, n - 1) + scipy_stats.t.ppf(power, n - 1)
     return SeedNoise(n, sd, float(quantiles * math.sqrt(2.0) * sd / math.sqrt(n)))
-
-
-def _seed_order(seed: str) -> tuple[int, float | str]:
-    try:
-        return 0, float(seed)
-    except ValueError:
-        return 1, seed

@@ -1,6 +1,6 @@
 """An ablation read from the MLflow store into the one representation reports render from (`Ablation`).
 
-    ab = load_ablation(store, store.resolve("wisca"))
+    ab = load_ablation(store, store.resolve("smoke"))
 
 Reads the parent run, its child runs (only the columns a report uses: `analysis.ablation.slim_runs`), their
 curves, the fine-tune runs started from them, and turns the artifacts a report shows into small tables
@@ -25,11 +25,11 @@ from analysis.ablation import (
     SvHist,
     assemble,
     reference_of,
-    seed_key,
     seconds_per_token,
     slim_runs,
 )
 from analysis.claims import Claim, claim_for
+from analysis.seeds import seed_key
 from analysis.load_runs import CURVE_COLUMNS, RunStore, numeric
 from analysis.token_gap import COLUMNS as GAP_COLUMNS
 from analysis.token_gap import load_token_logprobs, token_gap

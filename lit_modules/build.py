@@ -11,7 +11,6 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
@@ -21,21 +20,24 @@ from lit_modules.callbacks.divergence import DivergenceGuard
 from lit_modules.callbacks.progress import TokenProgress
 from lit_modules.callbacks.run_record import RunRecord
 from lit_modules.callbacks.throughput import Throughput
+from lit_modules.callbacks.validation_replay import ValidationReplay
 from lit_modules.config.budget import Budget
+from lit_modules.config.errors import ConfigError
 from lit_modules.data import LMDataModule, build_tokenizer, prepare_corpus, prepare_shards
 from lit_modules.lm_module import CausalLMModule
 from lit_modules.model import Llama, init_weights
 from lit_modules.optim.build import build_optimizer, build_schedule
 from lit_modules.techniques.base import Technique
+from lit_modules.techniques.context import instantiate_techniques
+from lit_modules.verified_checkpoint import VerifiedCheckpointIO
 
 
 def build_techniques(cfg: DictConfig) -> list[Technique]:
-    built = []
-    for name, node in (cfg.techniques or {}).items():
-        if node is not None:
-            technique = instantiate(node)
-            technique.name = getattr(technique, "name", name) or name
-            built.append(technique)
+    """The techniques of a config that is not validated again (a finished run's recorded config); a run
+    being started gets them from `validated(cfg).techniques`, built and checked once."""
+    built, problems = instantiate_techniques(cfg)
+    if problems:
+        raise ConfigError("\n".join(problems))
     return built
 
 
@@ -94,6 +96,7 @@ def build_module(
         schedule_factory=partial(build_schedule, schedule_cfg=cfg.schedule, steps=budget.steps, warmup=budget.warmup_steps),
         grad_norm_every=cfg.trainer.log_every_n_steps,
         bytes_per_token=bytes_per_token,
+        loss_terms=[t.loss_terms for t in techniques if t.has_loss_terms()],
     )
 
 
@@ -105,7 +108,8 @@ def build_callbacks(
     record: RunRecord,
 ) -> list[L.Callback]:
     t = cfg.trainer
-    checkpoint = LastCheckpoint(checkpoint_dir, t.checkpoint_every_n_steps, t.stop_after_steps, final_step=budget.steps)
+    checkpoint = LastCheckpoint(checkpoint_dir, t.checkpoint_every_n_steps, t.stop_after_steps,
+                                final_step=budget.steps, val_every_n_steps=t.val_every_n_steps)
     callbacks: list[L.Callback] = [
         record,
         DivergenceGuard(t.divergence_factor),
@@ -116,6 +120,7 @@ def build_callbacks(
         callbacks += technique.callbacks()
     if cfg.diagnostics.names:
         callbacks.append(DiagnosticsLogger(list(cfg.diagnostics.names), cfg.diagnostics.every_n_steps, cfg.diagnostics.batch_size))
+    callbacks.append(ValidationReplay(t.val_every_n_steps))  # after every callback that prepares the model
     callbacks.append(checkpoint)  # last, so it saves what every other callback has done this step
     return callbacks
 
@@ -139,6 +144,7 @@ def build_trainer(cfg: DictConfig, budget: Budget, callbacks: list[L.Callback], 
         logger=logger,
         callbacks=callbacks,
         enable_checkpointing=False,
+        plugins=[VerifiedCheckpointIO()],  # resume restores only a checkpoint that matches its checksum
         enable_model_summary=False,
         enable_progress_bar=False,
         default_root_dir=str(root_dir),

@@ -19,158 +19,38 @@ target). It is nested under its base run (`parent_run_id` = the base run), not u
 `analysis` treats every child of an ablation parent as a grid cell. The base's grid parent is in tag
 `finetune.grid_parent_run_id`.
 Fine-tuning the same base with the same recipe again is skipped (same config hash under the same parent).
+
+This module is the driver: the recipe is `lit_modules.config.finetune_recipe`, the before/after probe is
+`lit_modules.callbacks.plasticity_probe`, and the base run is read through `lit_modules.runs.finished`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
-import os
 import sys
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
-from typing import Iterable, Optional
+from dataclasses import dataclass, fields
+from typing import Iterable
 
 import lightning as L
-import torch
-import torch.nn.functional as F
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from lit_modules.callbacks.plasticity_probe import PlasticityProbe
+from lit_modules.config import files
+from lit_modules.config.arguments import DOTLIST, Arg, Prefix, Verb, parse_words
 from lit_modules.config.composition import override_error_sentence
 from lit_modules.config.errors import ConfigError
+from lit_modules.config.finetune_recipe import DEFAULT_RECIPE, FinetuneRecipe, load_recipe, recipe_hash
 from lit_modules.config.schema import AblationConfig, Config, RegimeConfig, ScheduleConfig
 from lit_modules.data import DataConfig, DataError, TokenizerConfig
-from lit_modules.resume import CHECKPOINT_DIR_TAG, CONFIG_SIDECAR
-from lit_modules.tracking.store import resolve_tracking_uri, tracking_uri
-from lit_modules.tracking.store_check import check_store
+from lit_modules.runs import tags
+from lit_modules.runs.finished import FinishedRun, config_on_schema, finished_run
+from lit_modules.runs.store import open_store
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-DEFAULT_RECIPE = "python_docs"
-BASE_TAG = "finetune.base_run_id"
-RECIPE_TAG = "finetune.recipe"
-RECIPE_HASH_TAG = "finetune.recipe_hash"
-BEFORE = "finetune/target_loss_before"
-AFTER = "finetune/target_loss_after"
-PLASTICITY = "finetune/plasticity"
-BASE_VAL = "finetune/base_pretrain_val_loss"
-
-
-@dataclass
-class FinetuneRecipe:
-    """The `finetune` group: one fixed recipe applied identically to every base model."""
-
-    name: str = DEFAULT_RECIPE
-    data: str = "python_docs"  # conf/data/<name>.yaml: the target corpus (must differ from pre-training)
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    steps: int = 300
-    schedule: str = "cosine"  # conf/schedule/<name>.yaml
-    warmup_fraction: float = 0.05
-    min_lr_ratio: float = 0.1
-    batch_size: int = 8
-    seq_len: Optional[int] = None  # None: the base run's data.seq_len
-    val_batches: Optional[int] = None  # None: the target data config's
-    val_every_n_steps: int = 100
-
-    def problems(self) -> list[str]:
-        found = []
-        if not (CONF_DIR / "data" / f"{self.data}.yaml").is_file():
-            found.append(f"finetune.data={self.data} names no file conf/data/{self.data}.yaml.")
-        if not (CONF_DIR / "schedule" / f"{self.schedule}.yaml").is_file():
-            found.append(f"finetune.schedule={self.schedule} names no conf/schedule/{self.schedule}.yaml.")
-        if self.lr <= 0 or self.weight_decay < 0:
-            found.append("finetune.lr must be positive and finetune.weight_decay >= 0.")
-        if self.steps < 1 or self.batch_size < 1 or self.val_every_n_steps < 1:
-            found.append("finetune.steps, .batch_size and .val_every_n_steps must be at least 1.")
-        return found
-
-
-def recipe_hash(recipe: FinetuneRecipe) -> str:
-    """Identity of a recipe's settings: two runs of `recipe.name` with different overrides differ here."""
-    return hashlib.sha256(json.dumps(asdict(recipe), sort_keys=True).encode()).hexdigest()[:12]
-
-
-def load_recipe(name: str = DEFAULT_RECIPE, overrides: dict[str, str] | None = None) -> FinetuneRecipe:
-    path = CONF_DIR / "finetune" / f"{name}.yaml"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml")))
-        raise ConfigError(f"There is no fine-tuning recipe '{name}' in conf/finetune/ (known: {known}).")
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(FinetuneRecipe), OmegaConf.load(path), overrides or {})
-    except OmegaConfBaseException as err:
-        raise ConfigError(f"Bad fine-tuning recipe setting: {str(err).splitlines()[0]}") from None
-    recipe = OmegaConf.to_object(merged)
-    problems = recipe.problems()
-    if problems:
-        raise ConfigError(" ".join(problems))
-    return recipe
-
-
-# --- the base run -----------------------------------------------------------------------------------
-
-
-@dataclass
-class BaseRun:
-    run_id: str
-    config: dict  # resolved pre-training config as recorded in config.json
-    checkpoint: Path
-    val_loss: float  # final pre-training val/loss (NaN if never logged)
-    run_name: str
-    grid_parent: str | None
-    tags: dict = field(default_factory=dict)
-
-
-def open_store(runs_dir: str) -> MlflowClient:
-    """The MLflow store the base run lives in; refuses to create an empty one under a mistyped runs_dir."""
-    if not os.environ.get("MLFLOW_TRACKING_URI") and not (Path(runs_dir) / "mlflow.db").is_file():
-        raise ConfigError(
-            f"There is no MLflow store under {Path(runs_dir).resolve()}; "
-            "pass runs_dir=<the folder the base run was trained in>."
-        )
-    check_store(resolve_tracking_uri(None, runs_dir))
-    return MlflowClient(tracking_uri(None, runs_dir))
-
-
-def load_base(client: MlflowClient, run_id: str) -> BaseRun:
-    try:
-        run = client.get_run(run_id)
-    except Exception:  # noqa: BLE001 - any lookup failure means the same thing to the user
-        raise ConfigError(
-            f"base_run={run_id} is not a run in the MLflow store {client.tracking_uri}; "
-            "pass the id of a finished pre-training run."
-        ) from None
-    if run.info.status != "FINISHED":
-        raise ConfigError(
-            f"base_run={run_id} is {run.info.status}, not FINISHED; "
-            "fine-tune only a finished pre-training run."
-        )
-    directory = Path(run.data.tags.get(CHECKPOINT_DIR_TAG) or "")
-    checkpoint, sidecar = directory / "last.ckpt", directory / CONFIG_SIDECAR
-    if not run.data.tags.get(CHECKPOINT_DIR_TAG) or not checkpoint.is_file() or not sidecar.is_file():
-        raise ConfigError(
-            f"base_run={run_id} has no last.ckpt and {CONFIG_SIDECAR} in its checkpoint folder ({directory})."
-        )
-    return BaseRun(
-        run_id=run_id,
-        config=json.loads(sidecar.read_text())["config"],
-        checkpoint=checkpoint,
-        val_loss=float(run.data.metrics.get("val/loss", float("nan"))),
-        run_name=run.info.run_name or run_id[:8],
-        grid_parent=run.data.tags.get("mlflow.parentRunId"),
-        tags=dict(run.data.tags),
-    )
+BASE_KEY = "base_run"  # the command-line word naming the base run
 
 
 # --- the fine-tune run's config ---------------------------------------------------------------------
-
-
-def _structured(recorded: dict) -> DictConfig:
-    """The recorded config on the current schema (keys a newer or older schema lacks are dropped)."""
-    known = {f.name for f in fields(Config)}
-    return OmegaConf.merge(OmegaConf.structured(Config), {k: v for k, v in recorded.items() if k in known})
 
 
 def _same_corpus(a: DictConfig, b: DictConfig) -> bool:
@@ -196,18 +76,13 @@ def base_tokenizer(base_cfg: DictConfig) -> dict:
     return {"kind": "pretrained", "vocab_size": tok.vocab_size, "path": str(path.resolve())}
 
 
-def _group_option(group: str, option: str, schema) -> DictConfig:
-    """conf/<group>/<option>.yaml on its schema."""
-    return OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.load(CONF_DIR / group / f"{option}.yaml"))
-
-
 def finetune_config(
-    base: BaseRun, recipe: FinetuneRecipe, runs_dir: str, overrides: Iterable[str] = ()
+    base: FinishedRun, recipe: FinetuneRecipe, runs_dir: str, overrides: Iterable[str] = ()
 ) -> DictConfig:
     """Base config + recipe: target data, optimizer LR/decay, fixed steps, schedule; init from the base."""
     try:
-        cfg = _structured(base.config)
-        target = _group_option("data", recipe.data, DataConfig)
+        cfg = config_on_schema(base.config)
+        target = files.load_option("data", recipe.data, DataConfig)
     except OmegaConfBaseException as err:
         first_line = str(err).splitlines()[0]
         raise ConfigError(f"The base run's recorded config does not fit the schema: {first_line}") from None
@@ -221,7 +96,7 @@ def finetune_config(
     target.batch_size = recipe.batch_size
     if recipe.val_batches is not None:
         target.val_batches = recipe.val_batches
-    schedule = _group_option("schedule", recipe.schedule, ScheduleConfig)
+    schedule = files.load_option("schedule", recipe.schedule, ScheduleConfig)
     schedule.warmup_fraction, schedule.warmup_steps = recipe.warmup_fraction, None
     schedule.min_lr_ratio = recipe.min_lr_ratio
 
@@ -238,21 +113,21 @@ def finetune_config(
     cfg.ablation = AblationConfig()  # not a grid cell: linked to its base by tags, not by arm
     cfg.init_from, cfg.resume, cfg.dry_run = base.run_id, None, False
     cfg.parent_run_id, cfg.runs_dir = base.run_id, runs_dir
-    cfg.logger.run_name = f"finetune:{recipe.name}:{base.run_name}"
-    tags = dict(cfg.tags or {})
-    tags.update({
-        BASE_TAG: base.run_id,
-        RECIPE_TAG: recipe.name,
-        RECIPE_HASH_TAG: recipe_hash(recipe),
-        "finetune.target_data": recipe.data,
+    cfg.logger.run_name = f"finetune:{recipe.name}:{base.name}"
+    linked = dict(cfg.tags or {})
+    linked.update({
+        tags.FINETUNE_BASE: base.run_id,
+        tags.FINETUNE_RECIPE: recipe.name,
+        tags.FINETUNE_RECIPE_HASH: recipe_hash(recipe),
+        tags.FINETUNE_TARGET_DATA: recipe.data,
         "fidelity.finetune.recipe": "assumed",  # the paper's SFT recipe is out of reach on a CPU
     })
-    for key in ("ablation.name", "ablation.arm"):
+    for key in (tags.ABLATION_NAME, tags.ABLATION_ARM):
         if base.tags.get(key):
-            tags[f"finetune.base_{key.split('.')[1]}"] = base.tags[key]
-    if base.grid_parent:
-        tags["finetune.grid_parent_run_id"] = base.grid_parent
-    cfg.tags = tags
+            linked[f"finetune.base_{key.split('.')[1]}"] = base.tags[key]
+    if base.parent_id:
+        linked[tags.FINETUNE_GRID_PARENT] = base.parent_id
+    cfg.tags = linked
     overrides = list(overrides)
     if overrides:
         try:
@@ -272,7 +147,7 @@ def check_run_overrides(overrides: Iterable[str]) -> None:
     overrides = list(overrides)
     for word in overrides:
         key = word.split("=", 1)[0]
-        if "." not in key and (CONF_DIR / key).is_dir():
+        if "." not in key and files.is_group(key):
             raise ConfigError(
                 f"{word} selects a config group, but a fine-tune keeps its base run's config; "
                 "change single keys (e.g. optim.weight_decay=0.1) or the recipe (finetune.<field>=...)."
@@ -281,61 +156,6 @@ def check_run_overrides(overrides: Iterable[str]) -> None:
         OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.from_dotlist(overrides))
     except OmegaConfBaseException as err:
         raise ConfigError(override_error_sentence(err)) from None
-
-
-# --- before/after measurement -----------------------------------------------------------------------
-
-
-@torch.no_grad()
-def heldout_loss(model: torch.nn.Module, dataloader, device: torch.device, context=None) -> float:
-    """Mean next-token cross-entropy (nats/token) over every target of the loader (-100 targets ignored)."""
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    try:
-        for x, y in dataloader:
-            with context() if context is not None else contextlib.nullcontext():
-                logits = model(x.to(device))
-            y = y.to(device)
-            flat = logits.float().reshape(-1, logits.size(-1))
-            total += F.cross_entropy(flat, y.reshape(-1), reduction="sum").item()
-            count += int((y != -100).sum())
-    finally:
-        model.train(was_training)
-    return total / max(count, 1)
-
-
-class PlasticityProbe(L.Callback):
-    """Target loss of the base weights before the first step; plasticity at the end of a complete run."""
-
-    def __init__(self, base_val_loss: float, steps: int):
-        self.base_val_loss, self.steps = base_val_loss, steps
-        self.before: float | None = None
-        self.after: float | None = None
-
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.global_step != 0:
-            return  # a resumed fine-tune: "before" was measured at its first start
-        context = getattr(trainer.precision_plugin, "forward_context", None)
-        loader = trainer.datamodule.val_dataloader()
-        self.before = heldout_loss(pl_module.model, loader, pl_module.device, context)
-        self._log(trainer, {BEFORE: self.before, BASE_VAL: self.base_val_loss}, step=0)
-
-    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self.before is None or trainer.global_step < self.steps:
-            return  # paused: measured when the fine-tune completes
-        # Measured exactly as "before" (token-weighted): with prompt-masked SFT batches, Lightning's
-        # val/loss weights batches equally however many response tokens each holds.
-        context = getattr(trainer.precision_plugin, "forward_context", None)
-        self.after = heldout_loss(pl_module.model, trainer.datamodule.val_dataloader(), pl_module.device, context)
-        metrics = {AFTER: self.after, PLASTICITY: self.before - self.after}
-        self._log(trainer, metrics, step=trainer.global_step)
-
-    @staticmethod
-    def _log(trainer: L.Trainer, metrics: dict[str, float], step: int) -> None:
-        finite = {k: v for k, v in metrics.items() if v == v}
-        if trainer.logger is not None and finite:
-            trainer.logger.log_metrics(finite, step=step)
 
 
 # --- one fine-tune ----------------------------------------------------------------------------------
@@ -370,9 +190,9 @@ def finetune(
 
     recipe = load_recipe(recipe) if isinstance(recipe, str) else recipe
     client = client or open_store(runs_dir)
-    base = load_base(client, base_run_id)
+    base = finished_run(client, base_run_id, key=BASE_KEY, require_finished=True)
     cfg = finetune_config(base, recipe, runs_dir, overrides)
-    probe = PlasticityProbe(base.val_loss, recipe.steps)
+    probe = PlasticityProbe(base.metric("val/loss"), recipe.steps)
     result = run(cfg, extra_callbacks=[probe, *extra_callbacks])
     metrics = result.metrics
     if result.run_id is not None:
@@ -381,39 +201,29 @@ def finetune(
         run_id=result.run_id,
         status=result.status,
         base_run_id=base_run_id,
-        before=metrics.get(BEFORE, float("nan")),
-        after=metrics.get(AFTER, float("nan")),
-        plasticity=metrics.get(PLASTICITY, float("nan")),
-        base_val_loss=base.val_loss,
+        before=metrics.get(tags.TARGET_LOSS_BEFORE, float("nan")),
+        after=metrics.get(tags.TARGET_LOSS_AFTER, float("nan")),
+        plasticity=metrics.get(tags.PLASTICITY, float("nan")),
+        base_val_loss=base.metric("val/loss"),
     )
+
+
+VERB = Verb(
+    "finetune",
+    {
+        BASE_KEY: Arg(required="Say which pre-training run to fine-tune: base_run=<MLflow run id>."),
+        "finetune": Arg(default=DEFAULT_RECIPE),
+        "runs_dir": Arg(default="runs"),
+    },
+    prefixes={"finetune.": Prefix(tuple(f.name for f in fields(FinetuneRecipe)), "recipe field")},
+    rest=DOTLIST,  # run-config keys of the base run's recorded config
+)
 
 
 def parse_args(argv: list[str]) -> tuple[str, str, str, dict[str, str], list[str]]:
     """(base run id, recipe name, runs_dir, recipe overrides, run-config overrides) from key=value words."""
-    base, recipe, runs_dir = "", DEFAULT_RECIPE, "runs"
-    recipe_overrides, overrides = {}, []
-    recipe_fields = {f.name for f in fields(FinetuneRecipe)}
-    for word in argv:
-        key, sep, value = word.partition("=")
-        if not sep or key.startswith(("+", "~")):
-            raise ConfigError(f"Arguments are key=value words; {word!r} is not one.")
-        if key == "base_run":
-            base = value
-        elif key == "finetune":
-            recipe = value
-        elif key == "runs_dir":
-            runs_dir = value
-        elif key.startswith("finetune."):
-            name = key.split(".", 1)[1]
-            if name not in recipe_fields:
-                known = ", ".join(sorted(recipe_fields))
-                raise ConfigError(f"Unknown recipe field '{name}'; the fields are {known}.")
-            recipe_overrides[name] = value
-        else:
-            overrides.append(word)
-    if not base:
-        raise ConfigError("Say which pre-training run to fine-tune: base_run=<MLflow run id>.")
-    return base, recipe, runs_dir, recipe_overrides, overrides
+    words = parse_words(argv, VERB)
+    return words[BASE_KEY], words["finetune"], words["runs_dir"], words.prefixed["finetune."], words.rest
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,13 +1,15 @@
 """The LightningModule: next-token loss, logging, and the optimizer the builder hands it.
 
 It knows nothing of any technique: techniques reach a run through model transforms, parameter-group
-editors and callbacks, all assembled in `build.py`.
+editors, callbacks and loss terms, all assembled in `build.py`. A loss term (name -> scalar, from this
+step's logits and batch) is added to the training objective and logged as `train/<name>`; `train/loss` and
+`val/loss` stay the plain next-token loss, comparable between runs with and without a term.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import lightning as L
 import torch
@@ -16,6 +18,8 @@ from torch import nn
 
 OptimizerFactory = Callable[[nn.Module], torch.optim.Optimizer]
 ScheduleFactory = Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LRScheduler]
+Batch = tuple[torch.Tensor, torch.Tensor]
+LossTerms = Callable[[torch.Tensor, Batch], dict[str, torch.Tensor]]  # (logits, batch) -> name -> scalar
 
 
 class CausalLMModule(L.LightningModule):
@@ -26,29 +30,49 @@ class CausalLMModule(L.LightningModule):
         schedule_factory: ScheduleFactory,
         grad_norm_every: int = 10,
         bytes_per_token: float | None = None,
+        loss_terms: Sequence[LossTerms] = (),
     ):
         super().__init__()
         self.model = model
         self._optimizer_factory = optimizer_factory
         self._schedule_factory = schedule_factory
         self._grad_norm_every = grad_norm_every
+        self._loss_terms = list(loss_terms)
         # bits per byte compares runs with different tokenizers; nats per token does not.
         self._bpb_factor = 1.0 / (math.log(2) * bytes_per_token) if bytes_per_token else None
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.model(idx)
 
-    def _loss(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        x, y = batch
-        logits = self.model(x)
+    @staticmethod
+    def _next_token_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
 
+    def _loss(self, batch: Batch) -> torch.Tensor:
+        x, y = batch
+        return self._next_token_loss(self.model(x), y)
+
+    def training_objective(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """(what the optimizer minimizes, the next-token loss, the techniques' loss terms)."""
+        if not self._loss_terms:
+            loss = self._loss(batch)
+            return loss, loss, {}
+        x, y = batch
+        logits = self.model(x)
+        loss = self._next_token_loss(logits, y)
+        terms: dict[str, torch.Tensor] = {}
+        for loss_terms in self._loss_terms:
+            terms.update(loss_terms(logits, batch))
+        return loss + sum(terms.values()), loss, terms
+
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
-        loss = self._loss(batch)
+        objective, loss, terms = self.training_objective(batch)
         # Only on the steps the logger writes: self.log costs a little on every call, which shows on small models.
         if (self.trainer.global_step + 1) % self.trainer.log_every_n_steps == 0:
             self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True)
-        return loss
+            for name, value in terms.items():
+                self.log(f"train/{name}", value.detach(), on_step=True, on_epoch=False)
+        return objective
 
     def validation_step(self, batch, batch_idx: int) -> None:
         loss = self._loss(batch)

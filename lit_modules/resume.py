@@ -1,8 +1,8 @@
-"""Find what `resume=<checkpoint or MLflow run id>` points at and rebuild that run's config."""
+"""Find what `resume=` or `init_from=` (a checkpoint or an MLflow run id) points at, verified; for resume,
+rebuild that run's config."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,9 +12,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.schema import Config
-
-CHECKPOINT_DIR_TAG = "checkpoint_dir"
-CONFIG_SIDECAR = "config.json"
+from lit_modules.runs import tags
+from lit_modules.runs.finished import CONFIG_SIDECAR, RunCheckpoint, model_weights
+from lit_modules.tracking.run_owner import Owner, end_if_dead, owner_of
 # Settings that may change between the first part of a run and its continuation.
 RESUMABLE_OVERRIDES = ("trainer.stop_after_steps", "trainer.num_threads", "resume", "dry_run")
 
@@ -26,48 +26,77 @@ class ResumeTarget:
     config: DictConfig
 
 
-def find_checkpoint(reference: str, client: MlflowClient) -> Path:
-    """A checkpoint file, a folder holding last.ckpt, or an MLflow run id whose run recorded one."""
-    return _checkpoint_from(reference, client)
-
-
-def load_weights(model: torch.nn.Module, checkpoint: Path) -> None:
+@dataclass
+class InitWeights:
     """Model weights only (no optimizer, no step): the start of a new run from a finished one."""
-    try:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
-    except Exception as err:  # noqa: BLE001 - a truncated or foreign file
-        raise ConfigError(f"The checkpoint {checkpoint} cannot be read as a training checkpoint.") from err
-    weights = {k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")}
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    if missing or unexpected:
-        raise ConfigError(
-            f"The checkpoint {checkpoint} does not fit this model (missing {len(missing)}, unexpected "
-            f"{len(unexpected)} tensors); build the same model and techniques as the run that wrote it."
-        )
+
+    checkpoint: Path
+    state_dict: dict
+
+    def load_into(self, model: torch.nn.Module) -> None:
+        missing, unexpected = model.load_state_dict(model_weights({"state_dict": self.state_dict}), strict=False)
+        if missing or unexpected:
+            raise ConfigError(
+                f"The checkpoint {self.checkpoint} does not fit this model (missing {len(missing)}, "
+                f"unexpected {len(unexpected)} tensors); build the same model and techniques as the run "
+                "that wrote it."
+            )
 
 
-def _checkpoint_from(resume: str, client: MlflowClient) -> Path:
+def init_weights_from(reference: str, client: MlflowClient) -> InitWeights:
+    """`init_from=`: a checkpoint file, a folder holding last.ckpt, or a run id; read only if verified."""
+    checkpoint = _checkpoint_from(reference, client, nothing="it has no weights for init_from")
+    state = checkpoint.state()
+    if "state_dict" not in state:
+        raise ConfigError(f"The checkpoint {checkpoint.path} holds no model weights (no 'state_dict').")
+    return InitWeights(checkpoint.path, state["state_dict"])
+
+
+NOTHING_TO_RESUME = "there is nothing to resume; start the run again without resume="
+
+
+def _checkpoint_from(resume: str, client: MlflowClient, nothing: str = NOTHING_TO_RESUME) -> RunCheckpoint:
     path = Path(resume)
     if path.is_file():
-        return path
-    if path.is_dir() and (path / "last.ckpt").is_file():
-        return path / "last.ckpt"
+        return RunCheckpoint(path)
+    if path.is_dir() and RunCheckpoint.in_folder(path).path.is_file():
+        return RunCheckpoint.in_folder(path)
     try:
         run = client.get_run(resume)
     except Exception as err:  # noqa: BLE001 - any lookup failure means the same thing to the user
         raise ConfigError(f"'{resume}' is neither a checkpoint file nor a known MLflow run id.") from err
-    directory = run.data.tags.get(CHECKPOINT_DIR_TAG)
-    if not directory or not (Path(directory) / "last.ckpt").is_file():
-        raise ConfigError(f"MLflow run {resume} has no checkpoint to resume from (looked in {directory}).")
-    return Path(directory) / "last.ckpt"
+    directory = run.data.tags.get(tags.CHECKPOINT_DIR)
+    if not directory or not RunCheckpoint.in_folder(directory).path.is_file():
+        if run.info.status == "RUNNING" and owner_of(run, directory) is Owner.ALIVE:
+            raise ConfigError(
+                f"MLflow run {resume} is being trained right now and has no checkpoint yet; wait for it."
+            )
+        # Restarting from step 0 in this run would log every step twice (MLflow cannot delete metric
+        # history), so a run with nothing to resume is ended instead and trained again as a new run.
+        ended = end_if_dead(client, run, directory, found_by="resume")
+        status = "marked KILLED now" if ended else run.info.status
+        raise ConfigError(f"MLflow run {resume} ({status}) stopped before its first checkpoint, so {nothing}.")
+    return RunCheckpoint.in_folder(directory)
+
+
+def _refuse_if_trained_now(client: MlflowClient, run_id: str) -> None:
+    try:
+        run = client.get_run(run_id)
+    except Exception:  # noqa: BLE001 - a checkpoint copied from another store: nothing to check here
+        return
+    if run.info.status == "RUNNING" and owner_of(run, run.data.tags.get(tags.CHECKPOINT_DIR)) is Owner.ALIVE:
+        raise ConfigError(
+            f"MLflow run {run_id} is being trained by another process right now; wait for it to end."
+        )
 
 
 def resolve_resume(cfg: DictConfig, client: MlflowClient, cli_overrides: list[str] | None) -> ResumeTarget:
     checkpoint = _checkpoint_from(str(cfg.resume), client)
-    sidecar = checkpoint.parent / CONFIG_SIDECAR
-    if not sidecar.is_file():
-        raise ConfigError(f"The checkpoint folder {checkpoint.parent} lacks its {CONFIG_SIDECAR}; it cannot be resumed.")
-    record = json.loads(sidecar.read_text())
+    if not checkpoint.sidecar.is_file():
+        raise ConfigError(f"The checkpoint folder {checkpoint.path.parent} lacks its {CONFIG_SIDECAR}; it cannot be resumed.")
+    record = checkpoint.record()
+    _refuse_if_trained_now(client, record["mlflow_run_id"])
+    checkpoint.verify()  # before the run's status changes: a damaged checkpoint leaves it as it was
     stored = OmegaConf.merge(OmegaConf.structured(Config), record["config"])
     current = OmegaConf.to_container(cfg, resolve=True)
     for override in cli_overrides or []:
@@ -83,4 +112,4 @@ def resolve_resume(cfg: DictConfig, client: MlflowClient, cli_overrides: list[st
         value = OmegaConf.select(cfg, key)
         OmegaConf.update(stored, key, value)
     stored.eval = cfg.eval  # what to evaluate at the end may change; what was trained may not
-    return ResumeTarget(checkpoint=checkpoint, run_id=record["mlflow_run_id"], config=stored)
+    return ResumeTarget(checkpoint=checkpoint.path, run_id=record["mlflow_run_id"], config=stored)

@@ -28,20 +28,25 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from lit_modules.build import build_callbacks, build_data, build_model, build_module, build_techniques, build_trainer
+from lit_modules.build import build_callbacks, build_data, build_model, build_module, build_trainer
 from lit_modules.callbacks.run_record import RunRecord
-from lit_modules.config.budget import Budget, compute_budget
+from lit_modules.config import files
+from lit_modules.config.budget import Budget
 from lit_modules.config.composition import compose_multirun_jobs, compose_run_config
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.schema import register_schema
-from lit_modules.config.validate import validate
+from lit_modules.config.validate import validated
 from lit_modules.data import DataError
 from lit_modules.evaluation.errors import EvalError
-from lit_modules.resume import CHECKPOINT_DIR_TAG, CONFIG_SIDECAR, find_checkpoint, load_weights, resolve_resume
+from lit_modules.resume import init_weights_from, resolve_resume
+from lit_modules.runs import tags as run_tags
+from lit_modules.runs.finished import CONFIG_SIDECAR
+from lit_modules.runs.search import children_filter
 from lit_modules.tracking import repro
 from lit_modules.tracking.lightning_logger import MlflowRunLogger
-from lit_modules.tracking.run_lifecycle import flatten, open_run, reopen_run, run_lifecycle, set_tags
-from lit_modules.tracking.store import get_or_create_experiment, resolve_tracking_uri, tracking_uri
+from lit_modules.tracking.run_lifecycle import flatten, open_run, run_lifecycle, set_tags, stop_signals_deferred
+from lit_modules.tracking.run_owner import end_dead_runs
+from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, tracking_uri
 from lit_modules.tracking.store_check import check_store
 
 # Run-management fields: they change how a run is driven, not what it computes.
@@ -114,8 +119,8 @@ def run(
         check_store(uri)
         resume_target = resolve_resume(cfg, store(), cli_overrides)
         cfg = resume_target.config
-    cfg = validate(cfg)
-    budget = compute_budget(cfg)
+    checked = validated(cfg)  # the techniques are built and asked here once, and trained with below
+    cfg, budget = checked.config, checked.budget
     if cfg.dry_run:
         print(describe(cfg, budget))
         return RunResult(None, "DRY_RUN", budget=budget)
@@ -131,35 +136,38 @@ def run(
             metrics = {k: float(v) for k, v in done.data.metrics.items()}
             return RunResult(done.info.run_id, "SKIPPED", metrics, budget, config_hash)
 
+    client = store()
+    # Read (and checksum-verified) before any data is prepared: a damaged checkpoint is refused first.
+    init_weights = init_weights_from(str(cfg.init_from), client) if cfg.init_from else None
     if cfg.trainer.num_threads:
         torch.set_num_threads(cfg.trainer.num_threads)
     L.seed_everything(cfg.seed, verbose=False)
-    techniques = build_techniques(cfg)
+    techniques = checked.techniques
     data = build_data(cfg)
     model, init_stds = build_model(cfg, techniques)
-    client = store()
-    if cfg.init_from:
-        load_weights(model, find_checkpoint(str(cfg.init_from), client))
+    if init_weights is not None:
+        init_weights.load_into(model)
 
     module = build_module(cfg, model, techniques, budget, data.bytes_per_token)
 
     git = repro.git_state()
     if resume_target is not None:
         run_id = resume_target.run_id
-        reopen_run(client, run_id)
     else:
         run_id = _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniques)
     if on_opened is not None:
         on_opened(run_id)
     checkpoint_dir = Path(cfg.runs_dir).resolve() / "checkpoints" / run_id
-    with run_lifecycle(client, run_id, paused=lambda: _paused(cfg, budget)):
+    with run_lifecycle(client, run_id, paused=lambda: _paused(cfg, budget), owner_dir=checkpoint_dir,
+                       reopen=resume_target is not None):
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         (checkpoint_dir / CONFIG_SIDECAR).write_text(
             json.dumps({"config": resolved, "mlflow_run_id": run_id, "config_hash": config_hash}, indent=2)
         )
-        set_tags(client, run_id, {CHECKPOINT_DIR_TAG: str(checkpoint_dir)})
+        set_tags(client, run_id, {run_tags.CHECKPOINT_DIR: str(checkpoint_dir)})
         if resume_target is None:
-            _log_start_artifacts(client, run_id, cfg, git, init_stds)
+            with stop_signals_deferred():
+                _log_start_artifacts(client, run_id, cfg, git, init_stds)
         record = RunRecord(resolved, run_id, config_hash)
         callbacks = build_callbacks(cfg, budget, techniques, checkpoint_dir, record)
         trainer = build_trainer(cfg, budget, [*callbacks, *extra_callbacks], MlflowRunLogger(uri, run_id), checkpoint_dir)
@@ -174,21 +182,23 @@ def run(
 
 def _store_client(configured: str | None, runs_dir: str) -> Callable[[], MlflowClient]:
     """The MLflow client, made on first use: making it creates a local store (and its folder)."""
-    return functools.cache(lambda: MlflowClient(tracking_uri(configured, runs_dir)))
+    return functools.cache(lambda: open_client(tracking_uri(configured, runs_dir)))
 
 
 def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniques) -> str:
     experiment_id = get_or_create_experiment(client, cfg.logger.experiment, cfg.runs_dir)
+    # An earlier run of this config whose process was killed outright is still RUNNING: end it KILLED.
+    end_dead_runs(client, [experiment_id], f"tags.{run_tags.CONFIG_HASH} = '{config_hash}'", "a rerun of its config")
     tags = {
-        "seed": str(cfg.seed),
-        "config_hash": config_hash,
+        run_tags.SEED: str(cfg.seed),
+        run_tags.CONFIG_HASH: config_hash,
         "git_commit": git["commit"],
         "git_dirty": str(git["dirty"]).lower(),
         "data_fingerprint": data.fingerprint,
         **{f"pkg.{k}": v for k, v in repro.package_versions().items()},
         **{f"hw.{k}": v for k, v in repro.hardware().items()},
-        **({"ablation.name": cfg.ablation.name, "ablation.arm": cfg.ablation.arm} if cfg.ablation.name else {}),
-        **({"ablation.claim": cfg.ablation.claim} if cfg.ablation.claim else {}),
+        **({run_tags.ABLATION_NAME: cfg.ablation.name, run_tags.ABLATION_ARM: cfg.ablation.arm} if cfg.ablation.name else {}),
+        **({run_tags.ABLATION_CLAIM: cfg.ablation.claim} if cfg.ablation.claim else {}),
         **dict(cfg.tags or {}),
         **OmegaConf.to_object(cfg.init).tags(cfg.model.tie_embeddings),
     }
@@ -212,7 +222,8 @@ def _evaluate(cfg: DictConfig, module, techniques, data, client: MlflowClient, r
     with tempfile.TemporaryDirectory() as tmp:
         outcome = evaluate_run(model.eval(), data.tokenizer, data.corpus, eval_cfg, Path(tmp),
                                train_seq_len=cfg.data.seq_len, heldout_tokens=data.shards.heldout_tokens())
-        log_outcome(client, run_id, outcome, step=max(step - 1, 0))
+        with stop_signals_deferred():  # an interrupt inside a store write would leave the run RUNNING
+            log_outcome(client, run_id, outcome, step=max(step - 1, 0))
     return dict(outcome.metrics)
 
 
@@ -221,7 +232,7 @@ def _finished_twin(client: MlflowClient, parent_run_id: str, config_hash: str):
     parent = client.get_run(parent_run_id)
     twins = client.search_runs(
         [parent.info.experiment_id],
-        filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}' and tags.config_hash = '{config_hash}' "
+        filter_string=f"{children_filter(parent_run_id)} and tags.{run_tags.CONFIG_HASH} = '{config_hash}' "
         "and attributes.status = 'FINISHED'",
         max_results=1,
     )
@@ -268,7 +279,7 @@ def _in_multirun() -> bool:
         return False
 
 
-@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+@hydra.main(config_path=str(files.CONF_DIR), config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float | None:
     return _run_and_report(cfg, _cli_overrides(), multirun=_in_multirun())
 

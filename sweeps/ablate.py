@@ -12,6 +12,8 @@ Cells whose config hash already FINISHED under the parent are skipped, so an int
 finished by running the same command again. `arms=` keeps only some of the preset's arms (their short
 names) and `seeds=` replaces its seed list, e.g. to add seeds to a finished grid: the new cells join the
 same parent and the report counts every finished seed. The grid ends with a report (analysis.report).
+If any cell failed (Hydra's multirun goes on past it), the parent ends FAILED and the command exits 1,
+saying how many cells did not finish and why; the report is written all the same and lists them.
 """
 
 from __future__ import annotations
@@ -19,19 +21,23 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
+from lit_modules.config import files
+from lit_modules.config.arguments import FLAG, HYDRA, INTS, NAMES, OPTIONAL_TEXT, POSITIVE_INT, Arg, Verb, parse_words
+from lit_modules.config.composition import compose_run_config
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
-from lit_modules.tracking.run_lifecycle import open_run, reopen_run
-from lit_modules.tracking.store import get_or_create_experiment, resolve_tracking_uri, tracking_uri
+from lit_modules.runs import tags
+from lit_modules.runs.search import ABLATION, children_filter, parent_filter, parent_tags
+from lit_modules.tracking.run_lifecycle import find_or_open_parent
+from lit_modules.tracking.run_owner import end_dead_runs
+from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, tracking_uri
 from lit_modules.tracking.store_check import check_store
-from sweeps.compose import CONF_DIR, compose_run_config
-
-ROLE_TAG = "ablation.role"
 
 
 @dataclass
@@ -48,48 +54,35 @@ class Grid:
     runs_dir: str = "runs"
 
 
+VERB = Verb(
+    "ablate",
+    {
+        "experiment": Arg(required="Name the preset to ablate: experiment=<name> (see conf/experiment/).", non_empty=True),
+        "launcher": Arg(OPTIONAL_TEXT),
+        "workers": Arg(POSITIVE_INT),
+        "report": Arg(FLAG, default=True),
+        "arms": Arg(NAMES),
+        "seeds": Arg(INTS),
+        "runs_dir": Arg(default="runs", forward=True),  # the cells write there too
+    },
+    aliases={"seed": "seeds"},  # seed=0 or seed=0,1: the same as seeds=
+    refused={k: f"{k}= would fight the preset's grid; use arms=<short names> instead." for k in ("+arm", "arm")},
+    rest=HYDRA,  # run overrides for every cell
+)
+
+
 def parse_args(argv: list[str]) -> Grid:
-    grid = Grid(experiment="", arms=[], seeds=[])
-    for arg in argv:
-        key, _, value = arg.partition("=")
-        if key == "experiment":
-            grid.experiment = value
-        elif key == "launcher":
-            grid.launcher = value or None
-        elif key == "workers":
-            if not value.isdigit() or int(value) < 1:
-                raise ConfigError(f"workers={value} must be a positive integer.")
-            grid.workers = int(value)
-        elif key == "report":
-            if value.lower() not in ("true", "false"):
-                raise ConfigError(f"report={value} must be true or false.")
-            grid.report = value.lower() == "true"
-        elif key in ("arms", "seeds", "seed"):
-            key = "seeds" if key == "seed" else key  # seed=0 or seed=0,1: the same as seeds=
-            items = [v.strip() for v in value.split(",") if v.strip()]
-            if not items:
-                raise ConfigError(f"{key}= lists nothing; give comma-separated {key}.")
-            if key == "seeds" and not all(_is_int(v) for v in items):
-                raise ConfigError(f"seeds={value} must be comma-separated integers.")
-            setattr(grid, f"only_{key}", items)
-        elif key in ("+arm", "arm"):
-            raise ConfigError(f"{key}= would fight the preset's grid; use arms=<short names> instead.")
-        else:
-            if key == "runs_dir":
-                grid.runs_dir = value
-            grid.overrides.append(arg)
-    if not grid.experiment:
-        raise ConfigError("Name the preset to ablate: experiment=<name> (see conf/experiment/).")
-    return grid
+    words = parse_words(argv, VERB)
+    return Grid(experiment=words["experiment"], arms=[], seeds=[], launcher=words["launcher"],
+                workers=words["workers"], report=words["report"], only_arms=words["arms"] or [],
+                only_seeds=words["seeds"] or [], overrides=words.rest, runs_dir=words["runs_dir"])
 
 
 def read_grid(grid: Grid) -> None:
     """Arms and seeds come from the preset's hydra.sweeper.params, the same lines multirun expands."""
-    path = CONF_DIR / "experiment" / f"{grid.experiment}.yaml"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml")))
-        raise ConfigError(f"There is no preset '{grid.experiment}' in conf/experiment/ (known: {known}).")
-    params = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params") or {}
+    if not files.has_option("experiment", grid.experiment):
+        raise ConfigError(files.missing_option_sentence("experiment", grid.experiment, "preset"))
+    params = OmegaConf.select(files.load_option("experiment", grid.experiment), "hydra.sweeper.params") or {}
     arms = str(params.get("+arm", "")).split(",") if params.get("+arm") else []
     seeds = [s.strip() for s in str(params.get("seed", "0")).split(",")]
     if not arms:
@@ -105,14 +98,6 @@ def read_grid(grid: Grid) -> None:
         grid.arms = [short[a] for a in grid.only_arms]
     if grid.only_seeds:
         grid.seeds = grid.only_seeds
-
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
 
 
 def validate_cells(grid: Grid) -> str:
@@ -146,16 +131,26 @@ def launch_overrides(grid: Grid, threads: int | None) -> list[str]:
 
 def open_parent(client: MlflowClient, grid: Grid, experiment_name: str) -> str:
     experiment_id = get_or_create_experiment(client, experiment_name, grid.runs_dir)
-    found = client.search_runs(
-        [experiment_id],
-        filter_string=f"tags.`ablation.name` = '{grid.experiment}' and tags.`{ROLE_TAG}` = 'parent'",
-    )
-    if found:
-        reopen_run(client, found[0].info.run_id)
-        return found[0].info.run_id
-    tags = {"ablation.name": grid.experiment, ROLE_TAG: "parent"}
     params = {"arms": ",".join(grid.arms), "seeds": ",".join(grid.seeds), "overrides": " ".join(grid.overrides)}
-    return open_run(client, experiment_id, f"ablate:{grid.experiment}", tags, params)
+    parent, found = find_or_open_parent(
+        client, experiment_id, parent_filter(ABLATION, grid.experiment), f"ablate:{grid.experiment}",
+        parent_tags(ABLATION, grid.experiment), params,
+    )
+    if found:  # cells whose process was killed outright are still RUNNING: end them KILLED; they run again
+        end_dead_runs(client, [experiment_id], children_filter(parent), "the ablation rerun")
+    return parent
+
+
+def unfinished_cells(client: MlflowClient, parent: str, since_ms: int) -> list[str]:
+    """Cells started since `since_ms` (epoch ms) under the parent that did not finish: 'arm seed N ...: reason'."""
+    experiment_id = client.get_run(parent).info.experiment_id
+    children = client.search_runs([experiment_id], filter_string=children_filter(parent))
+    return [
+        f"{r.data.tags.get(tags.ABLATION_ARM, '?')} seed {r.data.tags.get(tags.SEED, '?')} {r.info.status}: "
+        f"{r.data.tags.get(tags.END_REASON, 'no reason recorded')[:160]}"
+        for r in children
+        if r.info.start_time >= since_ms and r.info.status in ("FAILED", "KILLED")
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - Hydra composition errors, one line
         print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
-    client = MlflowClient(tracking_uri(None, grid.runs_dir))
+    client = open_client(tracking_uri(None, grid.runs_dir))
     parent = open_parent(client, grid, experiment_name)
     cells = len(grid.arms) * len(grid.seeds)
     print(f"ablation '{grid.experiment}': {len(grid.arms)} arms x {len(grid.seeds)} seeds = {cells} cells; parent run {parent}")
@@ -182,16 +177,19 @@ def main(argv: list[str] | None = None) -> int:
     if grid.only_seeds:
         command.append(f"seed={','.join(grid.seeds)}")
     command += launch_overrides(grid, threads)
-    status = "FAILED"
+    status, failed = "FAILED", []
+    started_ms = int(time.time() * 1000)
     try:
         code = subprocess.run(command, env={**os.environ}).returncode
-        status = "FINISHED" if code == 0 else "FAILED"
+        # Hydra's multirun goes on past a failed cell and exits 0: the cells' own statuses say what happened.
+        failed = unfinished_cells(client, parent, started_ms)
+        status = "FINISHED" if code == 0 and not failed else "FAILED"
     except KeyboardInterrupt:
         status = "KILLED"
         raise
     finally:
         client.set_terminated(parent, status=status)
-    if status == "FINISHED" and grid.report:
+    if grid.report:
         try:
             from analysis.report import write_report
 
@@ -199,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as err:  # noqa: BLE001 - a report problem must not turn a finished grid into a crash
             print(f"report not written: {err}", file=sys.stderr)
     print(f"browse: make mlflow-ui  (parent run {parent})")
+    if failed:
+        print(f"error: {len(failed)} of {cells} cells did not finish (the report lists them): "
+              + "; ".join(failed), file=sys.stderr)
+    elif status == "FAILED":
+        print(f"error: the grid's multirun exited with code {code}", file=sys.stderr)
     return 0 if status == "FINISHED" else 1
 
 

@@ -1,9 +1,9 @@
-"""Compose a run's config with Hydra from the repository's `conf/` plus override strings.
+"""An alias of `lit_modules.config.composition.compose_run_config`, the one home of composition.
 
-The one home of composition (and of its error sentences) is lit_modules.config.composition; the sweep
-drivers and tests import it from here as before.
+Kept so that code written against `sweeps.compose` (other branches' tests) still imports; new code imports
+lit_modules.config.composition, and conf/ is located by lit_modules.config.files.
 """
 
-from lit_modules.config.composition import CONF_DIR, compose_run_config
+from lit_modules.config.composition import compose_run_config
 
-__all__ = ["CONF_DIR", "compose_run_config"]
+__all__ = ["compose_run_config"]

@@ -19,17 +19,19 @@ import shlex
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from multiprocessing import get_context
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from lit_modules.config import files
+from lit_modules.config.arguments import HYDRA, NAMES, POSITIVE_INT, Arg, Prefix, Verb, parse_words
 from lit_modules.config.errors import ConfigError
-from sweeps.compose import CONF_DIR
+from lit_modules.config.finetune_recipe import FinetuneRecipe, load_recipe
 
-SPEC_DIR = CONF_DIR / "evidence"
-REPO = CONF_DIR.parent
+SPEC_DIR = files.group_dir("evidence")  # driver specs (a test points this at its own folder)
+REPO = files.CONF_DIR.parent
 
 
 @dataclass(frozen=True)
@@ -83,30 +85,26 @@ def load_spec(paper: str) -> EvidenceSpec:
     return EvidenceSpec(paper, str(raw["preset"]), tuple(blocks), raw.get("finetune"))
 
 
+VERB = Verb(
+    "evidence",
+    {
+        "papers": Arg(NAMES),
+        "workers": Arg(POSITIVE_INT),
+        "runs_dir": Arg(default="runs", forward=True),  # every cell writes there too
+        "results_dir": Arg(default="results"),
+        "ledger": Arg(default=str(REPO / "RESULTS.md")),
+    },
+    aliases={"PAPERS": "papers"},
+    prefixes={"finetune.": Prefix(tuple(f.name for f in fields(FinetuneRecipe)), "recipe field")},
+    rest=HYDRA,  # run overrides for every cell
+)
+
+
 def parse_args(argv: list[str]) -> EvidenceArgs:
-    args = EvidenceArgs()
-    for word in argv:
-        key, sep, value = word.partition("=")
-        if not sep:
-            raise ConfigError(f"Arguments are key=value words; {word!r} is not one.")
-        if key in ("papers", "PAPERS"):
-            args.papers = [p.strip() for p in value.split(",") if p.strip()]
-        elif key == "workers":
-            if not value.isdigit() or int(value) < 1:
-                raise ConfigError(f"workers={value} must be a positive integer.")
-            args.workers = int(value)
-        elif key == "results_dir":
-            args.results_dir = value
-        elif key == "ledger":
-            args.ledger = value
-        elif key.startswith("finetune."):
-            args.recipe_overrides[key.split(".", 1)[1]] = value
-        else:
-            if key == "runs_dir":
-                args.runs_dir = value
-            args.overrides.append(word)
-    args.papers = args.papers or known_papers()
-    return args
+    words = parse_words(argv, VERB)
+    return EvidenceArgs(papers=words["papers"] or known_papers(), workers=words["workers"],
+                        runs_dir=words["runs_dir"], results_dir=words["results_dir"], ledger=words["ledger"],
+                        recipe_overrides=words.prefixed["finetune."], overrides=words.rest)
 
 
 def block_argv(spec: EvidenceSpec, block: Block, args: EvidenceArgs) -> list[str]:
@@ -129,8 +127,6 @@ def check_all(specs: list[EvidenceSpec], args: EvidenceArgs) -> None:
             read_grid(grid)
             validate_cells(grid)
         if spec.finetune:
-            from lit_modules.finetune import load_recipe
-
             load_recipe(spec.finetune, args.recipe_overrides)
 
 
@@ -146,16 +142,17 @@ def _finetune_one(base_run_id: str, recipe, runs_dir: str) -> str:
 
 def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> int:
     """Fine-tune every finished base of the preset's grid that lacks this recipe's fine-tune; failures count."""
-    from lit_modules.finetune import load_recipe
-    from lit_modules.tracking.store import tracking_uri
     from mlflow.tracking import MlflowClient
-    from sweeps.plasticity import base_runs, find_parent, finished_finetune
+
+    from lit_modules.config.finetune_recipe import recipe_hash
+    from lit_modules.runs.search import ABLATION, find_parent, finished_finetune, grid_bases
+    from lit_modules.tracking.store import tracking_uri
 
     client = MlflowClient(tracking_uri(None, args.runs_dir))
     recipe = load_recipe(spec.finetune, args.recipe_overrides)
-    parent = find_parent(client, spec.preset)
-    bases = base_runs(client, parent) if parent is not None else []
-    todo = [b.info.run_id for b in bases if finished_finetune(client, b, recipe) is None]
+    parent = find_parent(client, spec.preset, kinds=(ABLATION,))
+    bases = grid_bases(client, parent) if parent is not None else []
+    todo = [b.info.run_id for b in bases if finished_finetune(client, b, recipe_hash(recipe)) is None]
     print(f"[{spec.paper}] fine-tuning {len(todo)} of {len(bases)} base runs with recipe '{spec.finetune}' "
           f"({workers} workers x 1 thread)", flush=True)
     failed = 0
@@ -176,19 +173,20 @@ def default_workers() -> int:
 
 def finished_work(spec: EvidenceSpec, runs_dir: str) -> tuple[int, int]:
     """(finished cells, finished fine-tunes) of the preset's grid in the store: what a call has added."""
-    from lit_modules.finetune import load_recipe
-    from lit_modules.tracking.store import resolve_tracking_uri
     from mlflow.tracking import MlflowClient
-    from sweeps.plasticity import base_runs, find_parent, finished_finetune
+
+    from lit_modules.config.finetune_recipe import recipe_hash
+    from lit_modules.runs.search import ABLATION, find_parent, finished_finetune, grid_bases
+    from lit_modules.tracking.store import resolve_tracking_uri
 
     uri = resolve_tracking_uri(None, runs_dir)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
         return 0, 0  # a fresh store: nothing done yet (and nothing created by asking)
     client = MlflowClient(uri)
-    parent = find_parent(client, spec.preset)
-    bases = base_runs(client, parent) if parent is not None else []
+    parent = find_parent(client, spec.preset, kinds=(ABLATION,))
+    bases = grid_bases(client, parent) if parent is not None else []
     recipe = load_recipe(spec.finetune) if spec.finetune else None
-    tuned = sum(finished_finetune(client, b, recipe) is not None for b in bases) if recipe else 0
+    tuned = sum(finished_finetune(client, b, recipe_hash(recipe)) is not None for b in bases) if recipe else 0
     return len(bases), tuned
 
 

@@ -25,11 +25,13 @@ from omegaconf import open_dict
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.data import DataError
-from lit_modules.tracking.run_lifecycle import flatten, open_run, reopen_run, set_tags
-from lit_modules.tracking.store import get_or_create_experiment, resolve_tracking_uri, tracking_uri
+from lit_modules.runs import tags
+from lit_modules.runs.search import SWEEP, parent_filter, parent_tags
+from lit_modules.tracking.run_lifecycle import find_or_open_parent, flatten, set_tags
+from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, store_lock, tracking_uri
 from lit_modules.tracking.store_check import check_store
 from lit_modules.train import run
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 from sweeps.pruning import OptunaPruning, TrialPruned
 from sweeps.samplers import build_pruner, build_sampler
 from sweeps.space import ParamSpec, as_overrides, sample
@@ -37,7 +39,6 @@ from sweeps.summary import write_summary
 from sweeps.sweep_config import SweepConfig, load_sweep_config
 
 FINISHED_STATES = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-STUDY_TAG = "sweep.study"
 
 
 @dataclass
@@ -86,19 +87,20 @@ class StaleTrialHandler:
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         run_id = trial.user_attrs.get("mlflow_run_id")
         if run_id:
-            client = MlflowClient(tracking_uri(None, self.runs_dir))
+            client = open_client(tracking_uri(None, self.runs_dir))
             set_tags(client, run_id, {"end_reason": "worker died (no heartbeat)", "sweep.trial_state": "FAIL"})
             client.set_terminated(run_id, status="KILLED")
         self.retry(study, trial)
 
 
 def open_study(cfg: SweepConfig, specs: list[ParamSpec], worker_index: int = 0) -> optuna.Study:
-    storage = optuna.storages.RDBStorage(
-        storage_url(cfg),
-        heartbeat_interval=cfg.heartbeat_interval,
-        grace_period=cfg.grace_period,
-        heartbeat_stale_trial_callback=StaleTrialHandler(cfg),
-    )
+    with store_lock(storage_url(cfg)):  # two sweeps started together on a fresh storage: one creates it
+        storage = optuna.storages.RDBStorage(
+            storage_url(cfg),
+            heartbeat_interval=cfg.heartbeat_interval,
+            grace_period=cfg.grace_period,
+            heartbeat_stale_trial_callback=StaleTrialHandler(cfg),
+        )
     # A reseeded sampler per worker and per invocation: otherwise parallel workers, or a resumed sweep,
     # replay the same random draws and repeat trials.
     existing = _existing_trials(storage, cfg.study_name)
@@ -143,22 +145,17 @@ def finished(study: optuna.Study) -> int:
 def open_parent_run(client: MlflowClient, cfg: SweepConfig) -> str:
     """The study's parent run: found again by tag on a rerun, so a resumed sweep keeps one parent."""
     experiment_id = get_or_create_experiment(client, cfg.experiment, cfg.runs_dir)
-    existing = client.search_runs(
-        [experiment_id], filter_string=f"tags.`{STUDY_TAG}` = '{cfg.study_name}' and tags.`sweep.role` = 'parent'"
-    )
-    if existing:
-        run_id = existing[0].info.run_id
-        reopen_run(client, run_id)
-        return run_id
     params = flatten({"sweep": {k: v for k, v in cfg.__dict__.items() if k not in ("space",)}})
     params.update({f"space.{k}": str(v) for k, v in cfg.space.items()})
-    return open_run(
-        client, experiment_id, f"sweep:{cfg.study_name}", {STUDY_TAG: cfg.study_name, "sweep.role": "parent"}, params
+    run_id, _ = find_or_open_parent(
+        client, experiment_id, parent_filter(SWEEP, cfg.study_name), f"sweep:{cfg.study_name}",
+        parent_tags(SWEEP, cfg.study_name), params,
     )
+    return run_id
 
 
 def make_objective(cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list[str], parent_run_id: str, threads: int):
-    client = MlflowClient(tracking_uri(None, cfg.runs_dir))
+    client = open_client(tracking_uri(None, cfg.runs_dir))
 
     def objective(trial: optuna.Trial) -> float:
         opened: list[str] = []
@@ -182,7 +179,7 @@ def make_objective(cfg: SweepConfig, specs: list[ParamSpec], run_overrides: list
                 run_cfg.parent_run_id = parent_run_id
                 run_cfg.logger.run_name = f"{cfg.study_name}/trial-{trial.number}"
                 run_cfg.tags.update(
-                    {STUDY_TAG: cfg.study_name, "sweep.trial_number": str(trial.number), "sweep.role": "trial"}
+                    {tags.SWEEP_STUDY: cfg.study_name, tags.SWEEP_TRIAL: str(trial.number), tags.SWEEP_ROLE: tags.TRIAL_ROLE}
                 )
                 # The trial's choices as drawn (group selections are not config params; None means off).
                 run_cfg.tags.update({f"sweep.param.{k}": "off" if v is None else str(v) for k, v in sampled.items()})
@@ -269,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         work(cfg, specs, inv.run_overrides, inv.parent_run_id, threads, inv.worker_index)
         return 0
 
-    client = MlflowClient(tracking_uri(None, cfg.runs_dir))
+    client = open_client(tracking_uri(None, cfg.runs_dir))
     study = open_study(cfg, specs)  # created once here, so workers never race to create it
     parent_run_id = open_parent_run(client, cfg)
     print(f"sweep '{cfg.study_name}': {finished(study)}/{cfg.n_trials} trials finished so far; "
@@ -294,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         client.set_terminated(parent_run_id, status=status)
         print(f"summary: {summary_dir / 'summary.md'}")
         try:
-            from analysis.report import write_sweep_report
+            from analysis.sweep_report import write_sweep_report
 
             print(f"report: {write_sweep_report(parent_run_id, cfg.runs_dir)}")
         except Exception as err:  # noqa: BLE001 - a report problem must not change the sweep's outcome

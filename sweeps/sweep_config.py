@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from omegaconf import OmegaConf
 
+from lit_modules.config import files
 from lit_modules.config.errors import ConfigError
 from sweeps.space import ParamSpec, parse_space
 
-SWEEP_DIR = Path(__file__).resolve().parent.parent / "conf" / "sweep"
+SWEEP_DIR = files.group_dir("sweep")
 SAMPLERS = ("tpe", "random", "grid", "cmaes")
 PRUNERS = ("none", "median", "successive_halving", "hyperband")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import re
-from pathlib import Path
 from typing import Iterable
 
 from hydra import compose, initialize_config_dir
@@ -20,10 +19,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 from omegaconf.nodes import BooleanNode, EnumNode, FloatNode, IntegerNode, StringNode
 
+from lit_modules.config import files
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.schema import register_schema
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 COMPOSITION_ERRORS = (HydraException, OmegaConfBaseException)
 
@@ -33,7 +32,7 @@ def compose_run_config(overrides: Iterable[str]) -> DictConfig:
     register_schema()
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        with initialize_config_dir(config_dir=str(files.CONF_DIR), version_base="1.3"):
             return compose(config_name="config", overrides=list(overrides))
     except COMPOSITION_ERRORS as err:
         raise ConfigError(composition_error_sentence(err)) from err
@@ -53,7 +52,7 @@ def compose_multirun_jobs(overrides: Iterable[str]) -> int:
     register_schema()
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        with initialize_config_dir(config_dir=str(files.CONF_DIR), version_base="1.3"):
             loader = GlobalHydra.instance().config_loader()
             base = loader.load_configuration("config", overrides, run_mode=RunMode.MULTIRUN)
             sweeper = base.hydra.sweeper
@@ -102,9 +101,8 @@ def unknown_key_sentence(written: str, missing: str, parent: DictConfig | None) 
     """`written` is the key as typed; `missing` the first part of it that does not exist, under `parent`."""
     head, _, name = missing.rpartition(".")
     siblings = [str(k) for k in parent.keys() if k != "hydra"] if parent is not None else []
-    group = CONF_DIR / name
-    if not siblings and head and group.is_dir() and name not in ("hydra", "arm"):
-        options = ", ".join(_options(name))
+    if not siblings and head and files.is_group(name) and name not in ("hydra", "arm"):
+        options = ", ".join(files.options(name))
         return (f"Unknown config key '{written}': {missing} exists only when a {name} option is selected "
                 f"({name}=<option>, one of conf/{name}/: {options}).")
     where = f"'{head}'" if head else "the top level"
@@ -146,15 +144,11 @@ def _missing_option_sentence(missing_cfg_file: str, options) -> str:
     group, _, option = missing_cfg_file.rpartition("/")
     if not group:
         return f"There is no config '{option}' in conf/."
-    known = list(options or []) or _options(group)
-    if not known and not (CONF_DIR / group).is_dir():
+    known = list(options or []) or files.options(group)
+    if not known and not files.is_group(group):
         return f"{group}={option}: there is no config group '{group}' in conf/."
     where = "" if group.startswith("hydra/") else f" (conf/{group}/)"
     return f"There is no option '{option}' in the config group '{group}'{where}; choose one of {', '.join(known)}."
-
-
-def _options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
 def _join(head: str, name: str) -> str:

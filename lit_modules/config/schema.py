@@ -88,7 +88,7 @@ class AblationConfig:
     name: str = ""
     arm: str = ""
     baseline: str = "baseline"
-    claim: str = ""  # the paper claim (analysis/claims.py key) the grid tests; "" = the preset name
+    claim: str = ""  # the claim key (techniques/<name>/report.yaml) the grid tests; "" = the preset name
     skip_finished: bool = True  # a cell whose config hash already FINISHED under the parent is not rerun
 
 

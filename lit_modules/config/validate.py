@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from lit_modules.config.budget import compute_budget
+from lit_modules.config.budget import Budget, compute_budget
 from lit_modules.config.errors import ConfigError
 from lit_modules.data.config import static_vocab_size
+from lit_modules.techniques.context import TechniqueContext, instantiate_techniques
 
 OPTIMIZERS = ("adamw", "muon")
 SCHEDULES = ("cosine", "wsd", "constant")
@@ -109,23 +109,6 @@ def _sft_problems(cfg: DictConfig) -> list[str]:
     return p
 
 
-def _technique_problems(cfg: DictConfig) -> list[str]:
-    problems = []
-    for name, node in (cfg.techniques or {}).items():
-        if node is None:
-            continue
-        try:
-            technique: Any = instantiate(node)
-        except Exception as err:  # noqa: BLE001 - reported as a sentence, never swallowed silently
-            cause = err.__cause__ or err
-            problems.append(f"Technique '{name}' cannot be built from its config: {cause}")
-            continue
-        check = getattr(technique, "problems", None)
-        if callable(check):
-            problems += check(cfg)
-    return problems
-
-
 def check_schema(cfg: DictConfig) -> None:
     """Hydra lets `+key=value` add keys the schema lacks; merging back into the schema catches them."""
     from omegaconf.errors import ConfigKeyError, ValidationError
@@ -139,8 +122,22 @@ def check_schema(cfg: DictConfig) -> None:
         raise ConfigError(override_error_sentence(err)) from None
 
 
+@dataclass
+class Validated:
+    """A config that passed every check, with what the checks built: the run trains with these."""
+
+    config: DictConfig
+    techniques: list  # each built once from config.techniques, asked once, reused by the run
+    budget: Budget
+
+
 def validate(cfg: DictConfig) -> DictConfig:
     """Return a resolved copy with derived fields filled in, or raise ConfigError listing every problem."""
+    return validated(cfg).config
+
+
+def validated(cfg: DictConfig) -> Validated:
+    """`validate`, keeping the technique objects it built (and asked) and the budget it computed."""
     check_schema(cfg)
     cfg = cfg.copy()
     problems: list[str] = []
@@ -154,7 +151,12 @@ def validate(cfg: DictConfig) -> DictConfig:
             problems.append(str(err))
     problems += OmegaConf.to_object(cfg.model).problems()
     problems += _basic_problems(cfg)
-    problems += _technique_problems(cfg)
+    techniques, unbuildable = instantiate_techniques(cfg)
+    problems += unbuildable
+    context = TechniqueContext.of(cfg, techniques)
+    for technique in techniques:
+        problems += technique.problems(cfg, context)
+    budget = None
     if not problems:
         budget = compute_budget(cfg)
         if budget.steps < 1:
@@ -167,5 +169,4 @@ def validate(cfg: DictConfig) -> DictConfig:
             problems.append(f"trainer.stop_after_steps ({stop}) is beyond the run's {budget.steps} steps.")
     if problems:
         raise ConfigError("\n".join(problems))
-    return cfg
-
+    return Validated(cfg, techniques, budget)

@@ -123,7 +123,7 @@ def static_vocab_size(cfg: TokenizerConfig | Any) -> int:
 
 
 def _tokenizer_file_vocab_size(path: Path) -> int:
-    from .tokenization import load_tokenizer_file  # local import: keeps config import light
+    from .tokenizer_file import load_tokenizer_file  # local import: `tokenizers` loads only when needed
 
     return load_tokenizer_file(path).get_vocab_size(with_added_tokens=True)
 

@@ -12,7 +12,8 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
+
+from lit_modules.config import files
 
 from .config import DataConfig, TokenizerConfig
 from .corpus import prepare_corpus
@@ -20,18 +21,13 @@ from .errors import DataError
 from .shards import prepare_shards
 from .tokenization import build_tokenizer
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-
-
 def load_group_config(group: str, name: str, schema):
     """Read conf/<group>/<name>.yaml validated against its dataclass schema."""
     from omegaconf import OmegaConf
 
-    path = CONF_DIR / group / f"{name}.yaml"
-    if not path.is_file():
-        raise DataError(f"There is no {group} config named {name} (expected {path}).")
-    merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.load(path))
-    return OmegaConf.to_object(merged)
+    if not files.has_option(group, name):
+        raise DataError(files.missing_option_sentence(group, name, f"{group} config"))
+    return OmegaConf.to_object(files.load_option(group, name, schema))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,6 +16,7 @@ from .atomic import atomic_write_text
 from .config import BYTE_VOCAB_SIZE, TokenizerConfig
 from .errors import DataError
 from .hashing import fingerprint, sha256_text
+from .tokenizer_file import load_tokenizer_file
 
 BOS_TOKEN, EOS_TOKEN, PAD_TOKEN = "<|bos|>", "<|eos|>", "<|pad|>"
 # Names used for the start/end-of-text tokens by common pretrained tokenizers, in preference order.
@@ -99,23 +100,6 @@ def _first_token_id(
         f"The tokenizer {name} has no {role} token (looked for {', '.join(candidates)}); "
         "add one to its tokenizer.json."
     )
-
-
-def load_tokenizer_file(path: str | Path):
-    """Load a tokenizer.json into a `tokenizers.Tokenizer`; a missing or bad file is a DataError."""
-    from tokenizers import Tokenizer as Backend
-
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(
-            f"The tokenizer file {path} does not exist; set tokenizer.path to a tokenizer.json file."
-        )
-    try:
-        return Backend.from_file(str(path))
-    except Exception:  # the library raises a bare Exception for malformed JSON
-        raise DataError(
-            f"The tokenizer file {path} is not a valid tokenizer.json; re-export it or pick another file."
-        ) from None
 
 
 class PretrainedTokenizer(HFTokenizer):

@@ -22,7 +22,6 @@ _LAZY = {
     "prepare_local_tasks": "task_files",
     "log_outcome": "tracking",
     "evaluate_finished_run": "run_eval",
-    "load_run": "run_eval",
     "bench_adapter": "bench",
     "hub_unreachable_sentence": "hub",
 }
@@ -48,7 +47,6 @@ __all__ = [  # noqa: RUF022 - grouped as above
     "prepare_local_tasks",
     "log_outcome",
     "evaluate_finished_run",
-    "load_run",
     "bench_adapter",
     "hub_unreachable_sentence",
 ]

@@ -145,15 +145,15 @@ def corpus_for_task(task: str, corpus: Corpus) -> Corpus:
         return corpus
     from omegaconf import OmegaConf
 
+    from lit_modules.config import files
     from lit_modules.data import DataConfig, prepare_corpus
 
-    path = Path(__file__).resolve().parents[2] / "conf" / "data" / f"{name}.yaml"
-    if not path.is_file():
+    if not files.has_option("data", name):
         raise EvalError(
             f"Local task {task} names the corpus {name!r}, "
             "which is neither this run's corpus nor in conf/data."
         )
-    data_cfg = OmegaConf.merge(OmegaConf.structured(DataConfig), OmegaConf.load(path))
+    data_cfg = files.load_option("data", name, DataConfig)
     data_cfg.cache_dir = str(corpus.cache_dir)
     return prepare_corpus(OmegaConf.to_object(data_cfg))
 

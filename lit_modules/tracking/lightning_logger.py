@@ -16,6 +16,8 @@ from lightning.pytorch.utilities import rank_zero_only
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
+from lit_modules.tracking.run_lifecycle import stop_signals_deferred
+
 
 class MlflowRunLogger(Logger):
     def __init__(self, tracking_uri: str, run_id: str):
@@ -56,11 +58,17 @@ class MlflowRunLogger(Logger):
             if key != "epoch"
         ]
         if batch:
-            self.client.log_batch(self._run_id, metrics=batch, synchronous=True)
+            with stop_signals_deferred():  # a Ctrl-C mid-write could leave the store locked
+                self.client.log_batch(self._run_id, metrics=batch, synchronous=True)
+
+    def has_metric_at(self, key: str, step: int) -> bool:
+        """Whether the run's history already holds `key` at `step` (asked by a resumed run before redoing)."""
+        return any(m.step == step for m in self.client.get_metric_history(self._run_id, key))
 
     @rank_zero_only
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
-        self.client.log_artifact(self._run_id, str(path), artifact_path=artifact_path)
+        with stop_signals_deferred():
+            self.client.log_artifact(self._run_id, str(path), artifact_path=artifact_path)
 
     @rank_zero_only
     def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+from typing import Iterator
 
 from mlflow.tracking import MlflowClient
+from sqlalchemy.engine import make_url
+
+from lit_modules.data.locking import build_lock
 
 
 def resolve_tracking_uri(configured: str | None, runs_dir: str) -> str:
@@ -24,6 +29,29 @@ def tracking_uri(configured: str | None, runs_dir: str) -> str:
     if uri == f"sqlite:///{folder / 'mlflow.db'}":
         folder.mkdir(parents=True, exist_ok=True)
     return uri
+
+
+@contextlib.contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """Serialize a find-or-create step on a local SQLite database (MLflow's or Optuna's) across processes.
+
+    Two processes that open a fresh SQLite store together both run its schema migrations and one crashes
+    (`duplicate column name`); two drivers that look for their parent run together both create one. A
+    `flock` on `.<db>.lock` beside the database makes the second wait for the first. Other stores (a
+    tracking server, PostgreSQL) handle concurrency themselves: no lock.
+    """
+    database = make_url(uri).database if uri.startswith("sqlite:") else None
+    if not database:  # not SQLite, or an in-memory one
+        yield
+        return
+    with build_lock(Path(database).resolve()):
+        yield
+
+
+def open_client(uri: str) -> MlflowClient:
+    """An MlflowClient whose store (for a fresh SQLite file: its schema) one process at a time creates."""
+    with store_lock(uri):
+        return MlflowClient(uri)
 
 
 def artifact_root(runs_dir: str) -> str:

@@ -1,0 +1,54 @@
+"""Merge PC-parametrized weights into plain Linear weights, so inference costs what the baseline costs.
+
+W_eff = gamma * sg(sigma) * p(W / sigma) is computed once per matrix (gamma INCLUDED: the release's
+`svd_analyzer.apply_pc_transform` drops it, a pitfall papers.md warns about) after refreshing u, v with
+extra power iterations on the final W, then written into `<linear>.weight` and the parametrization is
+removed. The merged model's state_dict has the baseline's keys, so it loads into a plain `Llama`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from lit_modules.techniques.pc_layer.parametrization import pc_modules, refresh_all
+
+DEFAULT_MERGE_ITERS = 100  # extra warm-started iterations on the final weights before merging
+
+
+@torch.no_grad()
+def merge_pc(model: nn.Module, refresh_iters: int = DEFAULT_MERGE_ITERS) -> nn.Module:
+    """Replace every PC parametrization in `model` (in place) by its effective weight; returns `model`.
+
+    `refresh_iters=0` merges with the current u, v, i.e. exactly the function the model computes now.
+    """
+    if refresh_iters > 0:
+        refresh_all(model, refresh_iters)
+    for name, module, _ in pc_modules(model):
+        if list(module.parametrizations.keys()) != ["weight"] or len(module.parametrizations.weight) != 1:
+            raise ValueError(
+                f"{name} has other parametrizations besides PC on its weight; remove them first."
+            )
+        original = module.parametrizations.weight.original
+        with torch.autocast(device_type=original.device.type, enabled=False):
+            effective = module.weight.detach().clone()  # gamma * sg(sigma) * p(W / sigma)
+        _unparametrize(module)
+        module.weight.copy_(effective)
+    return model
+
+
+def _unparametrize(module: nn.Module) -> None:
+    """Turn a parametrized Linear back into its plain class, keeping the raw Parameter object.
+
+    Not `parametrize.remove_parametrizations`: it deletes the `weight` property from the module's
+    injected class, and `copy.deepcopy` shares that class between copies, so merging a deep copy would
+    break the original model (a test covers this).
+    """
+    original = module.parametrizations.weight.original
+    plain_class = type(module).__bases__[0]  # parametrize injects a subclass of the module's class
+    del module.parametrizations
+    module.__class__ = plain_class
+    module.register_parameter("weight", original)
+
+
+__all__ = ["DEFAULT_MERGE_ITERS", "merge_pc"]

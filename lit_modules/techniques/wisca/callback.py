@@ -1,0 +1,53 @@
+"""WISCA's training hook: the periodic transition every N optimizer steps, with its optimizer-state policy."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import lightning as L
+import torch
+
+from lit_modules.techniques.wisca.opt_state import apply_opt_state_policy
+
+if TYPE_CHECKING:
+    from lit_modules.techniques.wisca.technique import Wisca
+
+
+class WiscaTransitions(L.Callback):
+    """Applies WISCA every N optimizer steps and logs `wisca/transitions` and per-layer ratios/scales."""
+
+    def __init__(self, technique: Wisca):
+        self.technique = technique
+        self.transitions = 0
+        self.last_step = 0  # global step of the last periodic transition (saved in checkpoints)
+
+    def state_dict(self) -> dict[str, int]:
+        return {"transitions": self.transitions, "last_step": self.last_step}
+
+    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        self.transitions = int(state_dict["transitions"])
+        self.last_step = int(state_dict["last_step"])
+
+    def _log(self, trainer: L.Trainer, metrics: dict[str, float], step: int) -> None:
+        if trainer.logger is not None:
+            trainer.logger.log_metrics({**metrics, "wisca/transitions": float(self.transitions)}, step=step)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # A fresh run reports the at-init transition; a resumed one restored its count from the checkpoint.
+        if trainer.global_step == 0 and self.technique.at_init:
+            self.transitions = 1
+            self._log(trainer, self.technique.init_metrics, step=0)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        n, step = self.technique.every_n_steps, trainer.global_step
+        # With gradient accumulation this hook runs per micro-batch; only the first one at a step counts.
+        if n <= 0 or step == 0 or step % n != 0 or step == self.last_step:
+            return
+        self.last_step = step
+        model = getattr(pl_module, "model", pl_module)
+        with torch.no_grad():
+            rescales, metrics = self.technique.transition(model)
+            for optimizer in trainer.optimizers:
+                apply_opt_state_policy(optimizer, rescales, self.technique.opt_state)
+        self.transitions += 1
+        self._log(trainer, metrics, step=step - 1)

@@ -1,0 +1,132 @@
+"""Stopping `make mlflow-ui` stops MLflow's server, its workers and its job consumers: nothing keeps the port.
+
+Each test starts the real verb on a free loopback port with a store under tmp, waits for HTTP 200, stops it
+the way a user does, and as soon as the verb has returned looks at every process it had started, and at
+every one started since in the same sessions (MLflow's job runner spawns consumers while the server starts).
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.runs import REPO
+
+PROC = Path("/proc")
+pytestmark = pytest.mark.skipif(not PROC.is_dir(), reason="reads the process table from /proc")
+
+
+def process_table() -> dict[int, dict]:
+    """pid -> ppid, session, state and start time (which tells a pid reused by the kernel apart)."""
+    table = {}
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            table[int(entry.name)] = {"state": fields[0], "ppid": int(fields[1]), "sid": int(fields[3]),
+                                      "start": int(fields[19]), "cmd": _cmdline(entry)}
+    return table
+
+
+def _cmdline(entry: Path) -> str:
+    try:
+        return (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def started_by(root: int, table: dict[int, dict]) -> dict[int, int]:
+    """Every live process below `root`, and every process in a session one of them leads: pid -> start."""
+    tree, frontier = {}, [root]
+    while frontier:
+        pid = frontier.pop()
+        for child, info in table.items():
+            if info["ppid"] == pid and child not in tree:
+                tree[child] = info["start"]
+                frontier.append(child)
+    sessions = {table[pid]["sid"] for pid in tree} | {root}
+    tree.update({pid: info["start"] for pid, info in table.items() if info["sid"] in sessions and pid != root})
+    return tree
+
+
+def still_running(processes: dict[int, int], sessions: set[int]) -> dict[int, str]:
+    """Those of `processes` still alive, and any live process in one of `sessions` (spawned since)."""
+    table = process_table()
+    return {pid: info["cmd"][:120] for pid, info in table.items() if info["state"] not in ("Z", "X")
+            and (processes.get(pid) == info["start"] or info["sid"] in sessions)}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_for(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{what} within {timeout_s:.0f} s")
+
+
+def answers_200(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to make", "Ctrl-C (SIGINT to the terminal's group)"])
+def test_stopping_make_mlflow_ui_stops_every_process_it_started(tmp_path: Path, how: str) -> None:
+    port = free_port()
+    log = tmp_path / "ui.log"
+    store = f"MLFLOW_STORE=sqlite:///{tmp_path / 'm.db'}"
+    make = subprocess.Popen(  # in a session of its own, as if in its own terminal
+        ["make", "-s", "mlflow-ui", "HOST=127.0.0.1", f"PORT={port}", store],
+        cwd=REPO, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    started: dict[int, int] = {}
+    sessions: set[int] = set()
+    try:
+        wait_for(lambda: answers_200(port), 240, "the UI did not answer HTTP 200")
+        table = process_table()
+        started = started_by(make.pid, table)
+        sessions = {table[pid]["sid"] for pid in started if pid in table} | {make.pid}
+        assert len(started) >= 4, started  # the launcher, MLflow, uvicorn and its workers, the job runner
+        if how.startswith("SIGTERM"):
+            os.kill(make.pid, signal.SIGTERM)  # `kill <pid of make>`: make passes it on to its recipe
+        else:
+            os.killpg(make.pid, signal.SIGINT)  # what the terminal does on Ctrl-C: the foreground group
+        try:
+            make.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"make mlflow-ui was still running 60 s after {how}")
+        # When the verb has returned, everything it started must be gone: nothing left to die later.
+        left = still_running(started, sessions)
+        assert not left, f"still running after make mlflow-ui returned: {left}"
+        assert not listening(port)
+    finally:
+        for pid in still_running(started, sessions):  # only processes this test started
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if make.poll() is None:
+            os.killpg(make.pid, signal.SIGKILL)
+            make.wait()
