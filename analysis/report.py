@@ -58,6 +58,7 @@ from analysis.load_runs import RunNotFound, RunStore, numeric
 from analysis.results_data import DATA_DIR, ResultsDataError, read_results_data, write_results_data
 from analysis.results_data import safe_name as _safe
 from analysis.store_ablation import load_ablation
+from lit_modules.tracking.uri_masking import mask_password
 
 REPORTS_ENV = "LLM_REPORTS_DIR"
 REPORT_FILE = "report.md"
@@ -530,7 +531,7 @@ def render_sweep(parent: Run, store: RunStore, out: Path, top: int) -> str:
     states = runs.get("tags.sweep.trial_state", pd.Series(dtype=str)).fillna("RUNNING?").value_counts().to_dict()
     lines = [
         f"# Sweep report: `{study}`", "",
-        f"Parent run `{parent.info.run_id}` ({parent.info.status}) in `{store.client.tracking_uri}`; objective: "
+        f"Parent run `{parent.info.run_id}` ({parent.info.status}) in `{mask_password(store.client.tracking_uri)}`; objective: "
         f"{direction} `{metric}`; generated {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}.", "",
         "Trial states: " + (", ".join(f"{n} {s.lower()}" for s, n in sorted(states.items())) or "none"), "",
         f"## Best {min(top, len(best))} finished trials", "",

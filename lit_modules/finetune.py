@@ -46,6 +46,7 @@ from lit_modules.data import DataConfig, DataError, TokenizerConfig
 from lit_modules.resume import CHECKPOINT_DIR_TAG, CONFIG_SIDECAR
 from lit_modules.tracking.store import resolve_tracking_uri, tracking_uri
 from lit_modules.tracking.store_check import check_store
+from lit_modules.tracking.uri_masking import mask_password
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 DEFAULT_RECIPE = "python_docs"
@@ -139,7 +140,7 @@ def load_base(client: MlflowClient, run_id: str) -> BaseRun:
         run = client.get_run(run_id)
     except Exception:  # noqa: BLE001 - any lookup failure means the same thing to the user
         raise ConfigError(
-            f"base_run={run_id} is not a run in the MLflow store {client.tracking_uri}; "
+            f"base_run={run_id} is not a run in the MLflow store {mask_password(client.tracking_uri)}; "
             "pass the id of a finished pre-training run."
         ) from None
     if run.info.status != "FINISHED":

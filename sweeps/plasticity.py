@@ -49,6 +49,7 @@ from lit_modules.finetune import (
     recipe_hash,
 )
 from lit_modules.tracking.store import tracking_uri
+from lit_modules.tracking.uri_masking import mask_password
 
 PARENT_TAG = "mlflow.parentRunId"
 TRAIN_TAIL = 5  # logged train/loss values averaged for the train-validation gap
@@ -418,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     client = MlflowClient(tracking_uri(None, args.runs_dir))
     parent = find_parent(client, args.experiment)
     if parent is None:
-        print(f"error: no pre-training grid of '{args.experiment}' in {client.tracking_uri}; "
+        print(f"error: no pre-training grid of '{args.experiment}' in {mask_password(client.tracking_uri)}; "
               "run without pretrain=false first.", file=sys.stderr)
         return 2
     bases = base_runs(client, parent)

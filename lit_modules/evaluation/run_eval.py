@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from lit_modules.tracking.uri_masking import keep_off_stdout, mask_password
+
 from .config import EvalConfig
 from .errors import EvalError
 
@@ -50,7 +52,7 @@ def open_client(runs_dir: str = "runs", tracking_uri: Optional[str] = None):
                 f"There is no MLflow store at {db}; pass runs_dir=<the folder the run was trained in>."
             )
         uri = f"sqlite:///{db}"
-    return MlflowClient(uri)
+    return MlflowClient(keep_off_stdout(uri))
 
 
 def load_run(client, run_id: str) -> LoadedRun:
@@ -66,7 +68,7 @@ def load_run(client, run_id: str) -> LoadedRun:
     try:
         run = client.get_run(run_id)
     except Exception:  # noqa: BLE001 - any lookup failure means the same thing to the user
-        raise EvalError(f"run={run_id} is not a run in the MLflow store {client.tracking_uri}.") from None
+        raise EvalError(f"run={run_id} is not a run in the MLflow store {mask_password(client.tracking_uri)}.") from None
     directory = run.data.tags.get(CHECKPOINT_DIR_TAG)
     checkpoint = Path(directory or "") / "last.ckpt"
     sidecar = Path(directory or "") / CONFIG_SIDECAR
