@@ -47,7 +47,8 @@ class CausalLMModule(L.LightningModule):
         loss = self._loss(batch)
         # Only on the steps the logger writes: self.log costs a little on every call, which shows on small models.
         if (self.trainer.global_step + 1) % self.trainer.log_every_n_steps == 0:
-            self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True)
+            # Averaged over ranks: under DDP the logged loss is the global batch's, as one process would see it.
+            self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, sync_dist=True)
         return loss
 
     def validation_step(self, batch, batch_idx: int) -> None:
