@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Fixtures that start throwaway PostgreSQL and MLflow servers (used by tests/distributed/).
+pytest_plugins = ["helpers.servers"]
 
 # Lightning and MLflow are chatty at INFO; failures still show their output.
 for name in ("lightning.pytorch", "lightning.fabric", "mlflow", "alembic"):

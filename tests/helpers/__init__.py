@@ -1,0 +1,1 @@
+"""Shared test helpers (servers for the distributed tests); not collected as tests."""
