@@ -27,7 +27,7 @@ TASKS ?=
 A ?=
 B ?=
 
-.PHONY: help setup train sweep ablate evidence ledger report eval finetune plasticity test test-slow compare bench mlflow-ui dry-run clean-runs
+.PHONY: help setup setup-cluster train sweep ablate evidence ledger report eval finetune plasticity test test-slow test-distributed compare bench mlflow-ui tracking-server dry-run clean-runs
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -45,6 +45,17 @@ $(DATA_STAMP): $(STAMP)
 	@mkdir -p $(dir $(DATA_STAMP)) && touch $(DATA_STAMP)
 
 setup: $(STAMP) $(DATA_STAMP) ## venv + project + embedded corpus (idempotent)
+
+CLUSTER_STAMP := $(VENV)/.cluster-installed
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+$(CLUSTER_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install -q -e ".[dev,cluster]"
+	@# initdb and postgres (Debian's postgresql package) for the throwaway clusters of the distributed tests.
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q postgresql; }
+	@touch $(CLUSTER_STAMP)
+
+setup-cluster: setup $(CLUSTER_STAMP) ## + PostgreSQL (apt) and its Python driver (pip extra .[cluster])
 
 train: setup ## one run: make train ARGS="model=small optim.lr=1e-3"
 	$(PY) -m lit_modules.train $(ARGS)
@@ -86,11 +97,22 @@ compare: setup ## do two commits train identically? golden metric histories side
 	@test -n "$(A)" -a -n "$(B)" || { echo "error: give two commits: make compare A=<commit> B=<commit>" >&2; exit 2; }
 	$(PY) -m lit_modules.goldens compare $(A) $(B)
 
+test-distributed: setup-cluster ## PostgreSQL sweeps, an MLflow server, submitit cells, torchrun ranks (~6 min)
+	LLM_ABLATE_REQUIRE_CLUSTER=1 $(PY) -m pytest -q -m distributed tests/distributed
+
 bench: setup ## Lightning step vs plain PyTorch loop (and other ratios)
 	$(PY) -m lit_modules.bench $(ARGS)
 
 mlflow-ui: setup ## browse runs at http://127.0.0.1:5000 (Ctrl-C or SIGTERM stops the server and its workers)
 	$(PY) -m lit_modules.tracking.ui_launcher --backend-store-uri $(MLFLOW_STORE) --host $(HOST) --port $(PORT)
+
+STORE ?=
+ARTIFACTS ?= $(CURDIR)/runs/mlflow-server-artifacts
+tracking-server: setup ## MLflow server for many machines: make tracking-server STORE=postgresql+psycopg://mlflow@db/mlflow [HOST=0.0.0.0]
+	@test -n "$(STORE)" || { echo "error: STORE= names the server's backend store, e.g. STORE=postgresql+psycopg://mlflow@db-host/mlflow" >&2; exit 2; }
+	@# Not echoed: STORE may hold a password (better: PGPASSWORD or ~/.pgpass). Loopback unless HOST says otherwise.
+	@echo "mlflow server on http://$(HOST):$(PORT), artifacts in $(ARTIFACTS)"
+	@$(VENV)/bin/mlflow server --backend-store-uri "$(STORE)" --artifacts-destination "$(ARTIFACTS)" --serve-artifacts --host $(HOST) --port $(PORT)
 
 clean-runs: ## delete runs/ (MLflow store, checkpoints, Optuna studies)
 	rm -rf runs

@@ -38,6 +38,7 @@ from mlflow.tracking import MlflowClient
 from lit_modules.runs import tags
 from lit_modules.runs.search import children_filter, find_parent
 from lit_modules.tracking.store import tracking_uri
+from lit_modules.tracking.uri_masking import mask_password
 
 ENDED = ("FINISHED", "FAILED", "KILLED")
 CACHE_DIR_NAME = "analysis_cache"
@@ -104,14 +105,14 @@ class RunStore:
             return found
         raise RunNotFound(
             f"No run id, ablation (tag ablation.name) or sweep (tag sweep.study) named '{name}' in "
-            f"{self.client.tracking_uri}."
+            f"{mask_password(self.client.tracking_uri)}."
         )
 
     def experiment_runs(self, experiment: str) -> list[Run]:
         """Every run of the MLflow experiment with this name (oldest first)."""
         found = self.client.get_experiment_by_name(experiment)
         if found is None:
-            raise RunNotFound(f"No MLflow experiment named '{experiment}' in {self.client.tracking_uri}.")
+            raise RunNotFound(f"No MLflow experiment named '{experiment}' in {mask_password(self.client.tracking_uri)}.")
         runs: list[Run] = []
         token = None
         while True:

@@ -33,6 +33,7 @@ from analysis.seeds import seed_key
 from analysis.load_runs import CURVE_COLUMNS, RunStore, numeric
 from analysis.token_gap import COLUMNS as GAP_COLUMNS
 from analysis.token_gap import load_token_logprobs, token_gap
+from lit_modules.tracking.uri_masking import mask_password
 
 TOKEN_LOGPROBS = "token_logprobs.npz"
 TOKEN_GAP_COLUMNS = ("arm", "reference", "seed", "note", *GAP_COLUMNS)
@@ -42,7 +43,7 @@ CURVE_DTYPES = {"run_id": "str", "key": "str", "step": "int64", "tokens_seen": "
 
 
 def load_ablation(store: RunStore, parent: Run) -> Ablation:
-    record = parent_record(parent, store.client.tracking_uri)
+    record = parent_record(parent, mask_password(store.client.tracking_uri))
     runs = store.runs_frame(store.children(parent.info.run_id))
     finished_ids = _finished_ids(runs)
     curves = store.curves(runs[runs["run_id"].isin(finished_ids)], keys=CURVE_KEYS, prefixes=CURVE_PREFIXES)

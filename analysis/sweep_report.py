@@ -19,6 +19,7 @@ from analysis.load_runs import RunStore
 from analysis.results_data import safe_name
 from analysis.sections import ARTIFACT_PATH, REPORT_FILE, fresh_dir, reports_root
 from lit_modules.runs import tags
+from lit_modules.tracking.uri_masking import mask_password
 
 
 def write_sweep_report(
@@ -62,7 +63,7 @@ def render_sweep(parent: Run, store: RunStore, out: Path, top: int) -> str:
     states = runs.get("tags.sweep.trial_state", pd.Series(dtype=str)).fillna("RUNNING?").value_counts().to_dict()
     lines = [
         f"# Sweep report: `{study}`", "",
-        f"Parent run `{parent.info.run_id}` ({parent.info.status}) in `{store.client.tracking_uri}`; objective: "
+        f"Parent run `{parent.info.run_id}` ({parent.info.status}) in `{mask_password(store.client.tracking_uri)}`; objective: "
         f"{direction} `{metric}`; generated {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}.", "",
         "Trial states: " + (", ".join(f"{n} {s.lower()}" for s, n in sorted(states.items())) or "none"), "",
         f"## Best {min(top, len(best))} finished trials", "",

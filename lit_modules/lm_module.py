@@ -69,9 +69,10 @@ class CausalLMModule(L.LightningModule):
         objective, loss, terms = self.training_objective(batch)
         # Only on the steps the logger writes: self.log costs a little on every call, which shows on small models.
         if (self.trainer.global_step + 1) % self.trainer.log_every_n_steps == 0:
-            self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True)
+            # Averaged over ranks: under DDP the logged loss is the global batch's, as one process would see it.
+            self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, sync_dist=True)
             for name, value in terms.items():
-                self.log(f"train/{name}", value.detach(), on_step=True, on_epoch=False)
+                self.log(f"train/{name}", value.detach(), on_step=True, on_epoch=False, sync_dist=True)
         return objective
 
     def validation_step(self, batch, batch_idx: int) -> None:

@@ -99,17 +99,19 @@ def resolve_resume(cfg: DictConfig, client: MlflowClient, cli_overrides: list[st
     checkpoint.verify()  # before the run's status changes: a damaged checkpoint leaves it as it was
     stored = OmegaConf.merge(OmegaConf.structured(Config), record["config"])
     current = OmegaConf.to_container(cfg, resolve=True)
+    # First, so that a group override (trainer=...) is compared without the settings that may change.
+    for key in RESUMABLE_OVERRIDES:
+        value = OmegaConf.select(cfg, key)
+        OmegaConf.update(stored, key, value)
+    stored.eval = cfg.eval  # what to evaluate at the end may change; what was trained may not
+    stored.logger = cfg.logger  # the store as this command reaches it (the record masks URL passwords)
     for override in cli_overrides or []:
         key = override.lstrip("+~").split("=", 1)[0]
-        if key in RESUMABLE_OVERRIDES or key.split(".")[0] in ("hydra", "eval"):
+        if key in RESUMABLE_OVERRIDES or key.split(".")[0] in ("hydra", "eval", "logger"):
             continue
         if OmegaConf.select(stored, key) != OmegaConf.select(OmegaConf.create(current), key):
             raise ConfigError(
                 f"resume continues the recorded run; '{key}' differs from its recorded value, "
                 "so start a new run instead."
             )
-    for key in RESUMABLE_OVERRIDES:
-        value = OmegaConf.select(cfg, key)
-        OmegaConf.update(stored, key, value)
-    stored.eval = cfg.eval  # what to evaluate at the end may change; what was trained may not
     return ResumeTarget(checkpoint=checkpoint.path, run_id=record["mlflow_run_id"], config=stored)

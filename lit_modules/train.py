@@ -17,6 +17,7 @@ import json
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, NoReturn
@@ -37,17 +38,20 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.config.schema import register_schema
 from lit_modules.config.validate import validated
 from lit_modules.data import DataError
+from lit_modules.distributed.ranks import launched_ranks
 from lit_modules.evaluation.errors import EvalError
 from lit_modules.resume import init_weights_from, resolve_resume
 from lit_modules.runs import tags as run_tags
 from lit_modules.runs.finished import CONFIG_SIDECAR
 from lit_modules.runs.search import children_filter
 from lit_modules.tracking import repro
+from lit_modules.tracking.job_tags import scheduler_tags
 from lit_modules.tracking.lightning_logger import MlflowRunLogger
 from lit_modules.tracking.run_lifecycle import flatten, open_run, run_lifecycle, set_tags, stop_signals_deferred
 from lit_modules.tracking.run_owner import end_dead_runs
 from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, tracking_uri
 from lit_modules.tracking.store_check import check_store
+from lit_modules.tracking.uri_masking import mask_password, mask_tree
 
 # Run-management fields: they change how a run is driven, not what it computes.
 NOT_IDENTITY = ("dry_run", "resume", "logger", "runs_dir", "parent_run_id", "tags", "diagnostics", "eval")
@@ -114,31 +118,35 @@ def run(
     """
     uri = resolve_tracking_uri(cfg.logger.tracking_uri, cfg.runs_dir)
     store = _store_client(cfg.logger.tracking_uri, cfg.runs_dir)
+    # Under torchrun every rank runs this function; only rank 0 touches the store (see distributed.ranks).
+    ranks = launched_ranks(cfg.trainer.accelerator)
     resume_target = None
     if cfg.resume:
-        check_store(uri)
-        resume_target = resolve_resume(cfg, store(), cli_overrides)
+        resume_target = ranks.decide(lambda: _locate_resume(cfg, uri, store, cli_overrides))
         cfg = resume_target.config
     checked = validated(cfg)  # the techniques are built and asked here once, and trained with below
     cfg, budget = checked.config, checked.budget
     if cfg.dry_run:
-        print(describe(cfg, budget))
+        if ranks.is_zero:
+            print(describe(cfg, budget))
         return RunResult(None, "DRY_RUN", budget=budget)
-    if resume_target is None:
+    if resume_target is None and ranks.is_zero:
         check_store(uri)  # before data and model are built: a store that cannot be used fails in seconds
 
     resolved = OmegaConf.to_container(cfg, resolve=True)
+    recorded = mask_tree(resolved)  # what params, artifacts and checkpoints keep: no password of any URL
     config_hash = repro.config_hash(identity_of(resolved))
     if resume_target is None and cfg.ablation.skip_finished and cfg.parent_run_id:
-        done = _finished_twin(store(), cfg.parent_run_id, config_hash)
+        done = ranks.decide(lambda: _finished_twin(store(), cfg.parent_run_id, config_hash))
         if done is not None:
-            print(f"skipping: run {done.info.run_id} under this parent already finished this config ({config_hash})")
+            if ranks.is_zero:
+                print(f"skipping: run {done.info.run_id} under this parent already finished this config ({config_hash})")
             metrics = {k: float(v) for k, v in done.data.metrics.items()}
             return RunResult(done.info.run_id, "SKIPPED", metrics, budget, config_hash)
 
-    client = store()
+    client = store() if ranks.is_zero else None
     # Read (and checksum-verified) before any data is prepared: a damaged checkpoint is refused first.
-    init_weights = init_weights_from(str(cfg.init_from), client) if cfg.init_from else None
+    init_weights = ranks.decide(lambda: init_weights_from(str(cfg.init_from), client)) if cfg.init_from else None
     if cfg.trainer.num_threads:
         torch.set_num_threads(cfg.trainer.num_threads)
     L.seed_everything(cfg.seed, verbose=False)
@@ -151,33 +159,43 @@ def run(
     module = build_module(cfg, model, techniques, budget, data.bytes_per_token)
 
     git = repro.git_state()
-    if resume_target is not None:
-        run_id = resume_target.run_id
-    else:
-        run_id = _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniques)
-    if on_opened is not None:
+
+    def open_run_id() -> str:
+        if resume_target is None:
+            return _open_new_run(client, cfg, recorded, budget, config_hash, git, data, techniques)
+        return resume_target.run_id  # reopened by the lifecycle below
+
+    run_id = ranks.decide(open_run_id)
+    if on_opened is not None and ranks.is_zero:
         on_opened(run_id)
     checkpoint_dir = Path(cfg.runs_dir).resolve() / "checkpoints" / run_id
-    with run_lifecycle(client, run_id, paused=lambda: _paused(cfg, budget), owner_dir=checkpoint_dir,
-                       reopen=resume_target is not None):
-        checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        (checkpoint_dir / CONFIG_SIDECAR).write_text(
-            json.dumps({"config": resolved, "mlflow_run_id": run_id, "config_hash": config_hash}, indent=2)
-        )
-        set_tags(client, run_id, {run_tags.CHECKPOINT_DIR: str(checkpoint_dir)})
-        if resume_target is None:
-            with stop_signals_deferred():
-                _log_start_artifacts(client, run_id, cfg, git, init_stds)
-        record = RunRecord(resolved, run_id, config_hash)
+    lifecycle = (run_lifecycle(client, run_id, paused=lambda: _paused(cfg, budget), owner_dir=checkpoint_dir,
+                               reopen=resume_target is not None) if ranks.is_zero else nullcontext())
+    with lifecycle:
+        if ranks.is_zero:
+            checkpoint_dir.mkdir(parents=True, exist_ok=True)
+            (checkpoint_dir / CONFIG_SIDECAR).write_text(
+                json.dumps({"config": recorded, "mlflow_run_id": run_id, "config_hash": config_hash}, indent=2)
+            )
+            set_tags(client, run_id, {run_tags.CHECKPOINT_DIR: str(checkpoint_dir), **scheduler_tags()})
+            if resume_target is None:
+                with stop_signals_deferred():
+                    _log_start_artifacts(client, run_id, cfg, git, init_stds)
+        record = RunRecord(recorded, run_id, config_hash)
         callbacks = build_callbacks(cfg, budget, techniques, checkpoint_dir, record)
         trainer = build_trainer(cfg, budget, [*callbacks, *extra_callbacks], MlflowRunLogger(uri, run_id), checkpoint_dir)
         ckpt = str(resume_target.checkpoint) if resume_target else None
         trainer.fit(module, datamodule=data.datamodule, ckpt_path=ckpt, weights_only=True if ckpt else None)
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
-        if not _paused(cfg, budget):
+        if not _paused(cfg, budget) and ranks.is_zero:
             metrics.update(_evaluate(cfg, module, techniques, data, client, run_id, budget.steps))
     status = "KILLED" if _paused(cfg, budget) else "FINISHED"
     return RunResult(run_id, status, metrics, budget, config_hash)
+
+
+def _locate_resume(cfg: DictConfig, uri: str, store: Callable[[], MlflowClient], cli_overrides: list[str] | None):
+    check_store(uri)  # before the client exists: making one creates a local store
+    return resolve_resume(cfg, store(), cli_overrides)
 
 
 def _store_client(configured: str | None, runs_dir: str) -> Callable[[], MlflowClient]:
@@ -247,7 +265,7 @@ def _paused(cfg: DictConfig, budget: Budget) -> bool:
 def _log_start_artifacts(client: MlflowClient, run_id: str, cfg: DictConfig, git: dict, init_stds: dict) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
-        (tmp_path / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        (tmp_path / "config.yaml").write_text(mask_password(OmegaConf.to_yaml(cfg, resolve=True)))
         repro.write_record(
             tmp_path / "reproducibility.json",
             {"git": {k: v for k, v in git.items() if k != "diff"}, "packages": repro.package_versions(),
@@ -295,7 +313,7 @@ def _run_and_report(cfg: DictConfig, overrides: list[str], multirun: bool) -> fl
         # One failed cell (e.g. a diverging arm) must not abort the grid; MLflow already says FAILED.
         print(f"cell failed: {type(err).__name__}: {err}", file=sys.stderr)
         return None
-    if result.status == "DRY_RUN":
+    if result.status == "DRY_RUN" or not launched_ranks().is_zero:
         return None
     val = result.metrics.get("val/loss")
     print(f"run {result.run_id} {result.status.lower()}: val/loss={val:.4f}" if val is not None else f"run {result.run_id}")

@@ -88,6 +88,9 @@ def read_grid(grid: Grid) -> None:
     if not arms:
         raise ConfigError(f"The preset '{grid.experiment}' declares no arms (hydra.sweeper.params['+arm']).")
     grid.arms, grid.seeds = [a.strip() for a in arms], seeds
+    launchers = sorted(p.stem for p in (CONF_DIR / "hydra" / "launcher").glob("*.yaml"))
+    if grid.launcher and grid.launcher not in launchers:
+        raise ConfigError(f"launcher={grid.launcher} is not in conf/hydra/launcher/ (known: {', '.join(launchers)}).")
     if grid.only_arms:
         short = {a.rsplit("/", 1)[-1]: a for a in grid.arms}
         unknown = [a for a in grid.only_arms if a not in short]
@@ -118,10 +121,12 @@ def _threads_per_cell(grid: Grid) -> int | None:
 
 def launch_overrides(grid: Grid, threads: int | None) -> list[str]:
     """Hydra launcher overrides: an explicit launcher as given; else local worker processes x threads."""
-    if grid.launcher and grid.launcher != "local_parallel":
-        return [f"hydra/launcher={grid.launcher}"]  # e.g. slurm: the cluster decides
     cores = os.cpu_count() or 1
     cells = len(grid.arms) * len(grid.seeds)
+    if grid.launcher == "submitit_local":  # every cell at once on this machine, sharing its cores
+        return [f"hydra/launcher={grid.launcher}", *([] if threads else [f"trainer.num_threads={max(1, cores // cells)}"])]
+    if grid.launcher and grid.launcher != "local_parallel":
+        return [f"hydra/launcher={grid.launcher}"]  # e.g. slurm: the cluster decides
     workers = min(grid.workers or max(1, cores // (threads or 1)), cells)
     if workers <= 1:
         return []  # Hydra's basic launcher: cells one after another in one process

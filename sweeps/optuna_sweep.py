@@ -1,10 +1,13 @@
 """Optuna driver: a persistent, resumable, failure-tolerant study whose trials are Hydra-composed runs.
 
     python -m sweeps.optuna_sweep sweep=default sweep.n_trials=8 sweep.workers=2 [run overrides]
+    python -m sweeps.optuna_sweep sweep=default sweep.storage=<URL> --worker    # join it from another machine
 
 Re-running the same command continues the study until `n_trials` trials have finished (COMPLETE or
 PRUNED), counting earlier invocations. Trials left RUNNING by a dead worker stop sending heartbeats;
-they are failed and retried with the same parameters. One MLflow parent run per study, one child per
+they are failed and retried with the same parameters. A worker started by hand with `--worker` (on any
+machine that reaches the same `sweep.storage` and MLFLOW_TRACKING_URI) joins the study its driver made:
+the parent run id is in the study's user attributes. One MLflow parent run per study, one child per
 trial. Hydra composes each trial; Optuna is driven directly (the Hydra sweeper plugin cannot prune or
 resume).
 """
@@ -13,11 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import subprocess
 import sys
 import time
 import warnings
+import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import optuna
 from mlflow.tracking import MlflowClient
@@ -30,6 +36,7 @@ from lit_modules.runs.search import SWEEP, parent_filter, parent_tags
 from lit_modules.tracking.run_lifecycle import find_or_open_parent, flatten, set_tags
 from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, store_lock, tracking_uri
 from lit_modules.tracking.store_check import check_store
+from lit_modules.tracking.uri_masking import mask_password
 from lit_modules.train import run
 from lit_modules.config.composition import compose_run_config
 from sweeps.pruning import OptunaPruning, TrialPruned
@@ -39,6 +46,7 @@ from sweeps.summary import write_summary
 from sweeps.sweep_config import SweepConfig, load_sweep_config
 
 FINISHED_STATES = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+PARENT_ATTR = "mlflow_parent_run_id"  # in the study: what a worker on another machine joins
 
 
 @dataclass
@@ -242,35 +250,66 @@ def work(
             raise RuntimeError(f"{failures} trials failed in this worker; see the 'reason' of each trial.")
 
 
+def joined_parent(cfg: SweepConfig) -> str:
+    """The parent run of a study that a driver started (a worker on another machine joins it)."""
+    if cfg.storage is None and not (Path(cfg.runs_dir) / "optuna.db").is_file():
+        raise ConfigError(f"There is no sweep '{cfg.study_name}' under {cfg.runs_dir}/ to join; start its driver first.")
+    storage = optuna.storages.RDBStorage(storage_url(cfg))
+    try:
+        study_id = storage.get_study_id_from_name(cfg.study_name)
+    except KeyError:
+        study_id = None
+    parent = storage.get_study_user_attrs(study_id).get(PARENT_ATTR) if study_id is not None else None
+    if parent is None:
+        raise ConfigError(
+            f"There is no sweep '{cfg.study_name}' in {mask_password(storage_url(cfg))} to join yet; "
+            "start its driver first (make sweep ...), then the workers."
+        )
+    return parent
+
+
+def _joining_worker_index() -> int:
+    """Distinct per worker process on any machine, so that no two workers draw the same sampler seeds."""
+    return 1 + zlib.crc32(f"{socket.gethostname()}:{os.getpid()}".encode()) % 100_000
+
+
 def main(argv: list[str] | None = None) -> int:
     inv = parse_args(sys.argv[1:] if argv is None else argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    joining = inv.worker and inv.parent_run_id is None  # started by hand, e.g. on another machine
     try:
         cfg, specs = load_sweep_config(inv.sweep_name, inv.sweep_dotlist)
         threads = max(1, (os.cpu_count() or 1) // cfg.workers)
-        if not inv.worker:
+        if not inv.worker or joining:
             # Fail fast on a broken base experiment, before a study or a parent run exists.
             from lit_modules.config.validate import validate
 
             validate(compose_run_config([*cfg.overrides, *inv.run_overrides]))
             check_store(resolve_tracking_uri(None, cfg.runs_dir))  # before the study and its folder exist
+        if joining:
+            inv.parent_run_id = joined_parent(cfg)
+            inv.worker_index = inv.worker_index or _joining_worker_index()
     except (ConfigError, DataError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except Exception as err:  # noqa: BLE001 - e.g. Hydra rejecting an unknown override key
-        print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
+        print(f"error: {mask_password(str(err).splitlines()[0])}", file=sys.stderr)
         return 2
 
     if inv.worker:
+        if joining:
+            print(f"worker joined sweep '{cfg.study_name}' (parent run {inv.parent_run_id}); "
+                  f"storage {mask_password(storage_url(cfg))}")
         work(cfg, specs, inv.run_overrides, inv.parent_run_id, threads, inv.worker_index)
         return 0
 
     client = open_client(tracking_uri(None, cfg.runs_dir))
     study = open_study(cfg, specs)  # created once here, so workers never race to create it
     parent_run_id = open_parent_run(client, cfg)
+    study.set_user_attr(PARENT_ATTR, parent_run_id)
     print(f"sweep '{cfg.study_name}': {finished(study)}/{cfg.n_trials} trials finished so far; "
-          f"{cfg.workers} worker(s) x {threads} thread(s); storage {storage_url(cfg)}")
+          f"{cfg.workers} worker(s) x {threads} thread(s); storage {mask_password(storage_url(cfg))}")
     status = "FINISHED"
     try:
         argv_worker = [sys.executable, "-m", "sweeps.optuna_sweep", *(argv if argv is not None else sys.argv[1:]),

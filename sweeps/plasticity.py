@@ -32,6 +32,7 @@ from lit_modules.config.finetune_recipe import DEFAULT_RECIPE, FinetuneRecipe, l
 from lit_modules.runs import tags
 from lit_modules.runs.search import ABLATION, find_parent, finished_finetune, grid_bases
 from lit_modules.tracking.store import tracking_uri
+from lit_modules.tracking.uri_masking import mask_password
 
 
 @dataclass
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     client = MlflowClient(tracking_uri(None, args.runs_dir))
     parent = find_parent(client, args.experiment, kinds=(ABLATION,))
     if parent is None:
-        print(f"error: no pre-training grid of '{args.experiment}' in {client.tracking_uri}; "
+        print(f"error: no pre-training grid of '{args.experiment}' in {mask_password(client.tracking_uri)}; "
               "run without pretrain=false first.", file=sys.stderr)
         return 2
     bases = grid_bases(client, parent)

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+# Fixtures that start throwaway PostgreSQL and MLflow servers (used by tests/distributed/).
+pytest_plugins = ["tests.helpers.servers"]
+
 # Lightning and MLflow are chatty at INFO; failures still show their output.
 for name in ("lightning.pytorch", "lightning.fabric", "mlflow", "alembic"):
     logging.getLogger(name).setLevel(logging.WARNING)

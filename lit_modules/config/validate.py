@@ -11,6 +11,7 @@ from lit_modules.config.budget import Budget, compute_budget
 from lit_modules.config.errors import ConfigError
 from lit_modules.data.config import static_vocab_size
 from lit_modules.techniques.context import TechniqueContext, instantiate_techniques
+from lit_modules.distributed.ranks import launch_problems, launched_ranks
 
 OPTIMIZERS = ("adamw", "muon")
 SCHEDULES = ("cosine", "wsd", "constant")
@@ -64,6 +65,7 @@ def _basic_problems(cfg: DictConfig) -> list[str]:
         p.append("16-mixed precision needs a GPU; use 32-true or bf16-mixed on the CPU.")
     if t.devices < 1 or t.num_nodes < 1:
         p.append("trainer.devices and trainer.num_nodes must be at least 1.")
+    p += launch_problems(t, launched_ranks())
     if t.accumulate_grad_batches < 1:
         p.append("trainer.accumulate_grad_batches must be at least 1.")
     for key in ("val_every_n_steps", "log_every_n_steps", "checkpoint_every_n_steps"):

@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 from lit_modules.runs.tags import END_REASON, PARENT, RESUMED
 from lit_modules.tracking.run_owner import own_run
 from lit_modules.tracking.store import store_lock
+from lit_modules.tracking.uri_masking import mask_password
 
 MAX_PARAM_CHARS = 6000
 
@@ -42,11 +43,12 @@ def open_run(
     params: dict[str, str],
     parent_run_id: str | None = None,
 ) -> str:
-    all_tags = dict(tags)
+    # Params and tags are read by anyone who can browse the store: no URL keeps its password there.
+    all_tags = {k: mask_password(str(v)) for k, v in tags.items()}
     if parent_run_id:
         all_tags[PARENT] = parent_run_id
     run = client.create_run(experiment_id, run_name=run_name, tags=all_tags)
-    items = [Param(k, v) for k, v in params.items()]
+    items = [Param(k, mask_password(str(v))) for k, v in params.items()]
     for start in range(0, len(items), 100):  # MLflow caps a batch at 100 params
         client.log_batch(run.info.run_id, params=items[start : start + 100], synchronous=True)
     return run.info.run_id
@@ -79,7 +81,7 @@ def find_or_open_parent(
 
 def set_tags(client: MlflowClient, run_id: str, tags: dict[str, str]) -> None:
     with stop_signals_deferred():
-        client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()], synchronous=True)
+        client.log_batch(run_id, tags=[RunTag(k, mask_password(str(v))) for k, v in tags.items()], synchronous=True)
 
 
 class RunStopped(Exception):

@@ -7,14 +7,16 @@ made when the first run is opened.
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from lit_modules.config.errors import ConfigError
+from lit_modules.tracking.uri_masking import mask_password
 
 TIMEOUT_S = 5.0
 # SQLAlchemy backends MLflow accepts, by the port their servers listen on unless told otherwise.
@@ -62,16 +64,29 @@ def _check_writable(uri: str, path: Path) -> None:
 def _check_server(uri: str, timeout_s: float) -> None:
     """Any HTTP answer below 500 means a server is there (auth is MLflow's business); no answer means none."""
     try:
-        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s).close()
+        urllib.request.urlopen(_health_request(uri), timeout=timeout_s).close()
     except urllib.error.HTTPError as err:
         if err.code >= 500:
-            raise StoreError(f"The MLflow server {_without_password(uri)} answered HTTP {err.code}; {HINT}.") from None
+            raise StoreError(f"The MLflow server {mask_password(uri)} answered HTTP {err.code}; {HINT}.") from None
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
         raise StoreError(
-            f"The MLflow server {_without_password(uri)} is unreachable ({reason}, within {timeout_s:g} s); "
+            f"The MLflow server {mask_password(uri)} is unreachable ({reason}, within {timeout_s:g} s); "
             f"start it or {HINT}."
         ) from None
+
+
+def _health_request(uri: str) -> urllib.request.Request:
+    """GET <server>/health; credentials in the URL (http://user:password@host) go as a Basic header,
+    since urllib would take them for part of the host name."""
+    parsed = urlparse(uri.rstrip("/"))
+    host = f"[{parsed.hostname}]" if ":" in (parsed.hostname or "") else parsed.hostname or ""
+    netloc = host + (f":{parsed.port}" if parsed.port else "")
+    request = urllib.request.Request(parsed._replace(netloc=netloc).geturl() + "/health")
+    if parsed.username is not None:
+        token = base64.b64encode(f"{unquote(parsed.username)}:{unquote(parsed.password or '')}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    return request
 
 
 def _check_port(uri: str, host: str, port: int, timeout_s: float) -> None:
@@ -79,12 +94,5 @@ def _check_port(uri: str, host: str, port: int, timeout_s: float) -> None:
         socket.create_connection((host, port), timeout=timeout_s).close()
     except OSError as err:
         raise StoreError(
-            f"The MLflow store {_without_password(uri)} is unreachable ({err}, within {timeout_s:g} s); {HINT}."
+            f"The MLflow store {mask_password(uri)} is unreachable ({err}, within {timeout_s:g} s); {HINT}."
         ) from None
-
-
-def _without_password(uri: str) -> str:
-    parsed = urlparse(uri)
-    if parsed.password is None:
-        return uri
-    return uri.replace(f":{parsed.password}@", ":***@", 1)

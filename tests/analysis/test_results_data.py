@@ -16,7 +16,7 @@ from analysis.store_ablation import load_ablation
 from lit_modules.tracking.store import tracking_uri
 from lit_modules.train import run
 from sweeps.ablate import open_parent, parse_args, read_grid, validate_cells
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 
 SEEDS = ("0", "1", "2")
 WIDE = ["model.d_model=128"]  # the `x2` rung: twice the width of model=tiny

@@ -25,7 +25,7 @@ from lit_modules.runs.tags import PLASTICITY
 from lit_modules.runs.tags import TARGET_LOSS_AFTER as AFTER
 from lit_modules.runs.tags import TARGET_LOSS_BEFORE as BEFORE
 from lit_modules.train import run
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 
 WINDOW = 32  # a shared run of 32 byte tokens counts as "seen text"
 FT = ["finetune.steps=10", "finetune.val_every_n_steps=5"]

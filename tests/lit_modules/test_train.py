@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers.runs import REPO, all_runs, mlflow_client, tiny_overrides
 from lit_modules.train import run
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 
 
 def history(client, run_id: str, key: str) -> list[tuple[int, float]]:

@@ -24,7 +24,7 @@ from lit_modules.verified_checkpoint import (
     load_verified_checkpoint,
     verify_checkpoint,
 )
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 
 
 def checkpoint_of(runs_dir: Path, run_id: str) -> Path:

@@ -153,7 +153,7 @@ def test_bad_sweep_config_is_one_sentence(runs_dir: Path, capsys) -> None:
 def test_default_technique_space_only_samples_valid_runs() -> None:
     """Every trial the default `make sweep` can draw composes and validates (no compute)."""
     from lit_modules.config.validate import validate
-    from sweeps.compose import compose_run_config
+    from lit_modules.config.composition import compose_run_config
     from sweeps.space import as_overrides
     from sweeps.sweep_config import load_sweep_config
 

@@ -15,7 +15,7 @@ from lit_modules.config.validate import validate
 from lit_modules.tracking.run_lifecycle import open_run
 from lit_modules.tracking.store import get_or_create_experiment
 from lit_modules.train import run
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 from sweeps.plasticity import main, parse_args
 
 GRID = ["tpp20_wd0.1", "tpp20_wd0.3", "tpp20_wd0.5", "tpp20_wd1.0",

@@ -18,7 +18,7 @@ from tests.helpers.runs import REPO, tiny_overrides
 from lit_modules.config.errors import ConfigError
 from lit_modules.data import DataError
 from lit_modules.train import run
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens there
 

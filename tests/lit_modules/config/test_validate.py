@@ -11,7 +11,7 @@ from tests.helpers.runs import REPO, all_runs, tiny_overrides
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
 from lit_modules.train import run
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 
 # sweep, finetune and evidence files have their own schemas (sweeps/sweep_config.py, config/finetune_recipe.py,
 # sweeps/evidence.py).

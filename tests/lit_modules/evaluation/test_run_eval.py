@@ -16,7 +16,7 @@ from lit_modules.evaluation.run_eval import main
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     from lit_modules.train import run
-    from sweeps.compose import compose_run_config
+    from lit_modules.config.composition import compose_run_config
 
     runs_dir = tmp_path_factory.mktemp("runs")
     before = torch.get_num_threads()

@@ -17,7 +17,7 @@ import pytest
 from tests.helpers.runs import REPO, all_runs, mlflow_client, tiny_overrides
 from lit_modules.config.errors import ConfigError
 from lit_modules.train import run
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 
 # A run far too long to finish while a test watches it, with no checkpoint and no validation on the way.
 ENDLESS = {"trainer.checkpoint_every_n_steps": "1000000", "trainer.val_every_n_steps": "1000000"}

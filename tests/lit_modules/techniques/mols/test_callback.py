@@ -6,7 +6,7 @@ import math
 
 import pytest
 from lit_modules.train import run
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 from tests.helpers.mols import AT, GROUPS, STEPS, MoLSProbe, mols_run, overrides, same
 from tests.helpers.runs import mlflow_client
 

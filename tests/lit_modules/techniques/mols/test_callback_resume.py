@@ -7,7 +7,7 @@ import pytest
 from lit_modules.optim.schedules import warmup_cosine
 from lit_modules.techniques.mols.scaling import ramp
 from lit_modules.train import run
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 from tests.helpers.mols import AT, GROUPS, MOLS, STEPS, WARMUP, MoLSProbe, mols_run, overrides, same
 from tests.helpers.runs import mlflow_client
 

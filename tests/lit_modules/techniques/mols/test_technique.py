@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
 from lit_modules.techniques.mols import MoLS
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 from sweeps.space import as_overrides
 from sweeps.sweep_config import load_sweep_config
 from tests.helpers.runs import REPO

@@ -7,7 +7,7 @@ from hydra.utils import instantiate
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
 from lit_modules.techniques.pc_layer import PCLayer
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 
 ARMS = {
     # arm: (optimizer, level or None, recover_norm, learnable_gamma)

@@ -12,7 +12,7 @@ from lit_modules.runs.finished import config_on_schema, rebuild_model
 from lit_modules.techniques.pc_layer.export import export_checkpoint, load_merged
 from lit_modules.techniques.pc_layer.parametrization import pc_modules, raw_weight, refresh_all
 from lit_modules.train import run
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 
 
 def _run(runs_dir, steps=20, *extra):

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 from lit_modules.config.validate import validate
 from lit_modules.train import run
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 from sweeps.space import as_overrides
 from sweeps.sweep_config import load_sweep_config
 from tests.helpers.runs import REPO

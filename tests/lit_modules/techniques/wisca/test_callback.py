@@ -9,7 +9,7 @@ from mlflow.tracking import MlflowClient
 from lit_modules.techniques.wisca import callback as wisca_callback
 from lit_modules.techniques.wisca import Wisca
 from lit_modules.train import run
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 
 
 def _train(tmp_path, *overrides: str):

@@ -24,7 +24,7 @@ from lit_modules.techniques.wisca import Wisca
 from lit_modules.techniques.wisca.callback import WiscaTransitions
 from lit_modules.techniques.wisca.technique import structure_problems
 from lit_modules.techniques.wisca.rescales import apply_rescales, plan_qk
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 
 VOCAB = 61
 

@@ -26,7 +26,7 @@ from lit_modules.techniques.pc_layer.parametrization import PCParametrization, a
 from lit_modules.techniques.scalable_weight import scalable_weight, scaling_problem
 from lit_modules.techniques.wisca import Wisca
 from lit_modules.techniques.wisca.callback import WiscaTransitions
-from sweeps.compose import compose_run_config
+from lit_modules.config.composition import compose_run_config
 
 # ------------------------------------------------------------------ the PC map and the power iteration
 

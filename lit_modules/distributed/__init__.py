@@ -1,0 +1,1 @@
+"""Running one training over ranks that an outside launcher (torchrun) started."""

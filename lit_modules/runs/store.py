@@ -1,0 +1,33 @@
+"""The MLflow store that finished runs live in, opened for reading them: it must exist already.
+
+Training opens (and on first use creates) its store through lit_modules.tracking.store; the verbs that read
+runs after training (evaluate, fine-tune, probe) come here, so a mistyped runs_dir is one sentence and no
+empty store is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from lit_modules.config.errors import ConfigError
+from lit_modules.tracking.store_check import check_store
+from lit_modules.tracking.uri_masking import keep_off_stdout
+
+
+def open_store(runs_dir: str | Path = "runs", tracking_uri: str | None = None) -> MlflowClient:
+    """A client on `tracking_uri`, else $MLFLOW_TRACKING_URI, else `<runs_dir>/mlflow.db`, which must exist.
+
+    The store is checked first (a server answers within seconds, a database is writable): ConfigError."""
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        database = Path(runs_dir).resolve() / "mlflow.db"
+        if not database.is_file():
+            raise ConfigError(
+                f"There is no MLflow store at {database}; pass runs_dir=<the folder the run was trained in>."
+            )
+        uri = f"sqlite:///{database}"
+    check_store(uri)
+    return MlflowClient(keep_off_stdout(uri))
