@@ -8,7 +8,9 @@ reports use (analysis.ablation.verdicts_table, the rule in analysis.claims), and
 (parameters, TPP, tokens, seeds), the measured effect with its 95% interval (absolute and relative to
 the reference), the tokens-to-target speedup with its interval for speedup checks, the wall-clock
 overhead measured per token, the verdict with its reason in a few words and a link to the paper's
-report; then one provenance line per paper. The same inputs give a byte-identical file: nothing in it
+report; then one provenance line per paper. A folder's hand-written `findings.md` (what the numbers mean:
+does it help, by how much, at what cost, why) is put first, flagged when it was written against an older
+export than the one in the folder. The same inputs give a byte-identical file: nothing in it
 depends on the time it was written or the order the file system lists folders.
 """
 
@@ -32,6 +34,10 @@ from lit_modules.config.errors import ConfigError
 from analysis.results_data import DATA_DIR, PARENT_FILE, ResultsDataError, read_results_data
 
 LEDGER_FILE = "RESULTS.md"
+FINDINGS_FILE = "findings.md"
+# A findings file names the export it reads on its first line, so a re-run of the evidence cannot leave an
+# interpretation of numbers that are no longer in the folder unflagged.
+READS_PREFIX = "Reads the export of "
 COLUMNS = [
     ("paper", "paper"), ("check", "check (arm vs reference, variant)"), ("says", "the paper says"),
     ("scale", "our scale"), ("effect", "effect [95% CI]"), ("relative", "relative to reference [95% CI]"),
@@ -120,14 +126,40 @@ def provenance_line(folder: Path, claim: Claim) -> str:
             f"`{record.get('command', '?')}`.")
 
 
+def findings_section(folder: Path, claim: Claim) -> list[str]:
+    """The folder's findings.md under a heading, with a warning when it reads another export."""
+    path = folder / FINDINGS_FILE
+    if not path.is_file():
+        return []
+    text = path.read_text().strip()
+    first, _, rest = text.partition("\n")
+    record = prov.read_provenance(folder) or {}
+    current = export_stamp(record)
+    lines = [f"### `{claim.preset}`", ""]
+    if not first.startswith(READS_PREFIX):
+        lines += [f"_This reading does not say which export it reads (its first line should be "
+                  f"`{READS_PREFIX}{current}`); check it against the table._", ""]
+        rest = text
+    elif first[len(READS_PREFIX):].strip().rstrip(".") != current:
+        lines += [f"_Written for an earlier export ({first[len(READS_PREFIX):].strip()}); the folder now holds "
+                  f"{current}: the table below is current, this text may not be._", ""]
+    return [*lines, rest.strip(), ""]
+
+
+def export_stamp(record: dict) -> str:
+    """How a findings file names an export: its commit and date from provenance.json."""
+    return f"commit {str(record.get('git_commit', '?'))[:10]}, {record.get('date', '?')}"
+
+
 def render_ledger(results: Path, out: Path) -> str:
-    rows, provenance = [], []
+    rows, provenance, findings = [], [], []
     where = Path(os.path.relpath(results, out.parent)).as_posix()  # the file names no machine's paths
     for folder in result_folders(results):
         ab = read_results_data(folder)
         claim = claim_for(ab.claim_key)
         rows += ledger_rows(folder, ab, claim, out.parent)
         provenance.append(provenance_line(folder, claim))
+        findings += findings_section(folder, claim)
     lines = [
         "# Results ledger", "",
         f"One row per claim check of each paper's headline arm(s) and model variant, re-derived by "
@@ -139,6 +171,9 @@ def render_ledger(results: Path, out: Path) -> str:
         f"reference's mean. *Significant* uses Holm-adjusted p < {ALPHA} across each report's tests. Speedup = "
         "reference tokens / arm tokens to reach the reference's final val/loss (geometric mean over seeds). "
         "Overhead = wall time per training token, arm / reference (geometric mean over seeds).", "",
+        *(["## What the evidence says", "",
+           f"Our reading of each paper's rows below (`results/<paper>/{FINDINGS_FILE}`, written by hand; "
+           "the numbers are re-derived).", "", *findings] if findings else []),
         "## Verdicts", "",
         md.table(pd.DataFrame(rows), COLUMNS) if rows else "_No exported results folder has a claim check._", "",
         "## Provenance", "",

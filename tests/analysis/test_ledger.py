@@ -95,3 +95,27 @@ def test_ledger_cli_and_its_errors(results, tmp_path, capsys):
     assert main([f"results={results / 'results'}", f"out={results / 'RESULTS.md'}"]) == 2
     assert "runs.csv is missing" in capsys.readouterr().err
     assert (results / "RESULTS.md").read_bytes() == before  # the previous ledger is kept whole
+
+
+def test_findings_come_first_and_are_flagged_when_they_read_another_export(results):
+    folder = results / "results" / "pc_layer"
+    (folder / "findings.md").write_text(
+        "Reads the export of commit 0123456789, 2026-01-02T03:04:05+00:00\n\nPC level 4 helps: 1.33x.\n")
+    text = write_ledger(results / "results", results / "RESULTS.md").read_text()
+    said = text.index("## What the evidence says")
+    assert said < text.index("## Verdicts") and "PC level 4 helps: 1.33x." in text
+    assert "earlier export" not in text and "Reads the export of" not in text
+
+    write_provenance(folder, {**RECORD, "date": "2026-02-01T00:00:00+00:00"})  # the evidence was re-run
+    text = write_ledger(results / "results", results / "RESULTS.md").read_text()
+    assert "_Written for an earlier export (commit 0123456789, 2026-01-02T03:04:05+00:00)" in text
+    assert "PC level 4 helps" in text
+
+    (folder / "findings.md").write_text("PC level 4 helps.\n")  # no stamp at all
+    text = write_ledger(results / "results", results / "RESULTS.md").read_text()
+    assert "does not say which export it reads" in text
+
+
+def test_no_findings_no_section(results):
+    text = write_ledger(results / "results", results / "RESULTS.md").read_text()
+    assert "## What the evidence says" not in text
