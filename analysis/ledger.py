@@ -28,13 +28,12 @@ from analysis import provenance as prov
 from analysis.ablation import Ablation, overhead_table, verdicts_table
 from analysis.claims import Claim, claim_for, split_arm
 from analysis.verdict import ALPHA, MATCHED_TPP, NO_CLAIM, count, number
-from analysis.sections import REPORT_FILE
+from analysis.sections import FINDINGS_FILE, REPORT_FILE
 from lit_modules.config.arguments import Arg, Verb, parse_words
 from lit_modules.config.errors import ConfigError
 from analysis.results_data import DATA_DIR, PARENT_FILE, ResultsDataError, read_results_data
 
 LEDGER_FILE = "RESULTS.md"
-FINDINGS_FILE = "findings.md"
 # A findings file names the export it reads on its first line, so a re-run of the evidence cannot leave an
 # interpretation of numbers that are no longer in the folder unflagged.
 READS_PREFIX = "Reads the export of "

@@ -28,11 +28,15 @@ class Section:
         return "\n".join([f"## {self.title}", "", *self.body, ""])
 
 
+# A results folder's hand-written reading of its numbers (analysis.ledger shows it): never a generated file.
+FINDINGS_FILE = "findings.md"
+
+
 def fresh_dir(path: Path) -> None:
     """The report folder holds one report: files of an older one (a plot no longer drawn) are removed."""
     if path.is_dir():
         for child in path.iterdir():
-            if child.is_file() and child.suffix in (".md", ".png", ".csv"):
+            if child.is_file() and child.suffix in (".md", ".png", ".csv") and child.name != FINDINGS_FILE:
                 child.unlink()
         if (path / "summary").is_dir():
             shutil.rmtree(path / "summary")

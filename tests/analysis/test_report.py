@@ -320,3 +320,14 @@ def test_report_cli_from_a_results_folder_and_its_errors(ablation_store, tmp_pat
     assert (folder / "data" / "runs.csv").is_file() and (folder / "report.md").is_file()
     assert main([f"EXPORT={tmp_path / 'other'}", "EXP=no_such_thing", f"runs_dir={runs_dir}"]) == 2
     assert not (tmp_path / "other").exists()  # nothing half-written for a name that resolves to no run
+
+
+def test_a_new_report_removes_old_files_but_keeps_the_hand_written_findings(ablation_store, tmp_path):
+    runs_dir, _, _ = ablation_store
+    out = tmp_path / "pc_layer"
+    out.mkdir()
+    (out / "findings.md").write_text("our reading\n")
+    (out / "old_plot.png").write_bytes(b"stale")
+    main(["EXP=pc_layer", f"runs_dir={runs_dir}", f"reports_dir={tmp_path}", "log=false"])
+    assert (out / "findings.md").read_text() == "our reading\n"
+    assert not (out / "old_plot.png").exists() and (out / "report.md").is_file()
