@@ -12,6 +12,8 @@ token) and are dropped. Nothing later needs the store, so the same object can be
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 from mlflow.entities import Run
 
@@ -42,8 +44,20 @@ PARENT_PARAMS = ("arms", "seeds", "overrides", "ablation.baseline")
 CURVE_DTYPES = {"run_id": "str", "key": "str", "step": "int64", "tokens_seen": "float64", "value": "float64"}
 
 
+def store_name(uri: str) -> str:
+    """How a report names the store it read: no password, and a local SQLite file relative to the working
+    folder when it lies below it (a committed report names no machine's paths)."""
+    if uri.startswith("sqlite:///"):
+        path = Path(uri.removeprefix("sqlite:///"))
+        try:
+            return f"sqlite:///{path.resolve().relative_to(Path.cwd().resolve()).as_posix()}"
+        except ValueError:
+            return uri
+    return mask_password(uri)
+
+
 def load_ablation(store: RunStore, parent: Run) -> Ablation:
-    record = parent_record(parent, mask_password(store.client.tracking_uri))
+    record = parent_record(parent, store_name(store.client.tracking_uri))
     runs = store.runs_frame(store.children(parent.info.run_id))
     finished_ids = _finished_ids(runs)
     curves = store.curves(runs[runs["run_id"].isin(finished_ids)], keys=CURVE_KEYS, prefixes=CURVE_PREFIXES)

@@ -192,6 +192,9 @@ def finetune(
     client = client or open_store(runs_dir)
     base = finished_run(client, base_run_id, key=BASE_KEY, require_finished=True)
     cfg = finetune_config(base, recipe, runs_dir, overrides)
+    # The store the base was found in, as this process reaches it: the base's recorded URL has its
+    # password masked (user:***@), so it cannot be used to connect.
+    cfg.logger.tracking_uri = client.tracking_uri
     probe = PlasticityProbe(base.metric("val/loss"), recipe.steps)
     result = run(cfg, extra_callbacks=[probe, *extra_callbacks])
     metrics = result.metrics

@@ -130,8 +130,9 @@ def run(
         if ranks.is_zero:
             print(describe(cfg, budget))
         return RunResult(None, "DRY_RUN", budget=budget)
-    if resume_target is None and ranks.is_zero:
-        check_store(uri)  # before data and model are built: a store that cannot be used fails in seconds
+    if resume_target is None:
+        # Before data and model are built: a store that cannot be used fails in seconds, on every rank.
+        ranks.decide(lambda: check_store(uri))
 
     resolved = OmegaConf.to_container(cfg, resolve=True)
     recorded = mask_tree(resolved)  # what params, artifacts and checkpoints keep: no password of any URL
@@ -311,7 +312,7 @@ def _run_and_report(cfg: DictConfig, overrides: list[str], multirun: bool) -> fl
         if not multirun:
             raise
         # One failed cell (e.g. a diverging arm) must not abort the grid; MLflow already says FAILED.
-        print(f"cell failed: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"cell failed: {type(err).__name__}: {mask_password(str(err))}", file=sys.stderr)
         return None
     if result.status == "DRY_RUN" or not launched_ranks().is_zero:
         return None

@@ -19,7 +19,6 @@ saying how many cells did not finish and why; the report is written all the same
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -29,15 +28,17 @@ from omegaconf import OmegaConf
 
 from lit_modules.config import files
 from lit_modules.config.arguments import FLAG, HYDRA, INTS, NAMES, OPTIONAL_TEXT, POSITIVE_INT, Arg, Verb, parse_words
-from lit_modules.config.composition import compose_run_config
+from lit_modules.config.composition import COMPOSITION_ERRORS, compose_run_config
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
+from lit_modules.process_group import Stopped, run_as_group
 from lit_modules.runs import tags
 from lit_modules.runs.search import ABLATION, children_filter, parent_filter, parent_tags
 from lit_modules.tracking.run_lifecycle import find_or_open_parent
 from lit_modules.tracking.run_owner import end_dead_runs
 from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, tracking_uri
 from lit_modules.tracking.store_check import check_store
+from lit_modules.tracking.uri_masking import mask_password
 
 
 @dataclass
@@ -88,9 +89,9 @@ def read_grid(grid: Grid) -> None:
     if not arms:
         raise ConfigError(f"The preset '{grid.experiment}' declares no arms (hydra.sweeper.params['+arm']).")
     grid.arms, grid.seeds = [a.strip() for a in arms], seeds
-    launchers = sorted(p.stem for p in (CONF_DIR / "hydra" / "launcher").glob("*.yaml"))
-    if grid.launcher and grid.launcher not in launchers:
-        raise ConfigError(f"launcher={grid.launcher} is not in conf/hydra/launcher/ (known: {', '.join(launchers)}).")
+    if grid.launcher and not files.has_option("hydra/launcher", grid.launcher):
+        known = ", ".join(files.options("hydra/launcher"))
+        raise ConfigError(f"launcher={grid.launcher} is not in conf/hydra/launcher/ (known: {known}).")
     if grid.only_arms:
         short = {a.rsplit("/", 1)[-1]: a for a in grid.arms}
         unknown = [a for a in grid.only_arms if a not in short]
@@ -158,6 +159,9 @@ def unfinished_cells(client: MlflowClient, parent: str, since_ms: int) -> list[s
     ]
 
 
+CELL_STOP_GRACE_S = 30.0  # for stopped cells to end their MLflow runs before what is left is killed
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         grid = parse_args(sys.argv[1:] if argv is None else argv)
@@ -166,10 +170,10 @@ def main(argv: list[str] | None = None) -> int:
         threads = _threads_per_cell(grid)
         check_store(resolve_tracking_uri(None, grid.runs_dir))
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {mask_password(str(err))}", file=sys.stderr)
         return 2
-    except Exception as err:  # noqa: BLE001 - Hydra composition errors, one line
-        print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
+    except COMPOSITION_ERRORS as err:  # Hydra/OmegaConf composition errors, one line; anything else is a bug
+        print(f"error: {mask_password(str(err).splitlines()[0])}", file=sys.stderr)
         return 2
     client = open_client(tracking_uri(None, grid.runs_dir))
     parent = open_parent(client, grid, experiment_name)
@@ -185,22 +189,27 @@ def main(argv: list[str] | None = None) -> int:
     status, failed = "FAILED", []
     started_ms = int(time.time() * 1000)
     try:
-        code = subprocess.run(command, env={**os.environ}).returncode
+        # Its own process group: stopping the driver (Ctrl-C, SIGTERM) stops every cell and worker process.
+        code = run_as_group(command, env={**os.environ}, grace_s=CELL_STOP_GRACE_S)
         # Hydra's multirun goes on past a failed cell and exits 0: the cells' own statuses say what happened.
         failed = unfinished_cells(client, parent, started_ms)
         status = "FINISHED" if code == 0 and not failed else "FAILED"
-    except KeyboardInterrupt:
+    except Stopped as stopped:
         status = "KILLED"
-        raise
-    finally:
         client.set_terminated(parent, status=status)
+        print(f"stopped by {stopped}: the grid's cells were stopped with it; the same command resumes the grid "
+              "(finished cells are skipped)", file=sys.stderr)
+        return 128 + stopped.signum
+    finally:
+        if status != "KILLED":
+            client.set_terminated(parent, status=status)
     if grid.report:
         try:
             from analysis.report import write_report
 
             print(f"report: {write_report(parent_run_id=parent, runs_dir=grid.runs_dir)}")
         except Exception as err:  # noqa: BLE001 - a report problem must not turn a finished grid into a crash
-            print(f"report not written: {err}", file=sys.stderr)
+            print(f"report not written: {mask_password(str(err))}", file=sys.stderr)
     print(f"browse: make mlflow-ui  (parent run {parent})")
     if failed:
         print(f"error: {len(failed)} of {cells} cells did not finish (the report lists them): "

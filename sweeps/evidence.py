@@ -171,7 +171,8 @@ def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def finished_work(spec: EvidenceSpec, runs_dir: str) -> tuple[int, int]:
+def finished_work(spec: EvidenceSpec, runs_dir: str,
+                  recipe_overrides: dict[str, str] | None = None) -> tuple[int, int]:
     """(finished cells, finished fine-tunes) of the preset's grid in the store: what a call has added."""
     from mlflow.tracking import MlflowClient
 
@@ -185,26 +186,59 @@ def finished_work(spec: EvidenceSpec, runs_dir: str) -> tuple[int, int]:
     client = MlflowClient(uri)
     parent = find_parent(client, spec.preset, kinds=(ABLATION,))
     bases = grid_bases(client, parent) if parent is not None else []
-    recipe = load_recipe(spec.finetune) if spec.finetune else None
+    recipe = load_recipe(spec.finetune, recipe_overrides) if spec.finetune else None  # as finetune_bases uses it
     tuned = sum(finished_finetune(client, b, recipe_hash(recipe)) is not None for b in bases) if recipe else 0
     return len(bases), tuned
+
+
+class WallClock:
+    """The compute time a paper's evidence has taken so far, kept in the store's folder across calls.
+
+    Every call that runs cells adds its time, also when it is stopped or crashes, so a protocol finished
+    over several calls reports the sum of them (a killed first call is not lost); a fresh grid starts at 0.
+    """
+
+    def __init__(self, runs_dir: str, paper: str):
+        self.path = Path(runs_dir) / "evidence" / f"{paper}.wall_s"
+
+    def total(self) -> float:
+        try:
+            return float(self.path.read_text())
+        except (OSError, ValueError):
+            return 0.0
+
+    def reset(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def add(self, seconds: float) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        tmp.write_text(repr(self.total() + seconds))
+        tmp.replace(self.path)
 
 
 def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     from sweeps.ablate import main as ablate
 
+    clock = WallClock(args.runs_dir, spec.paper)
     started = time.time()
-    before = finished_work(spec, args.runs_dir)
+    before = finished_work(spec, args.runs_dir, args.recipe_overrides)
+    if before == (0, 0):
+        clock.reset()  # a grid with nothing finished: earlier calls' time measured nothing that is kept
     print(f"[{spec.paper}] {spec.cells()} cells in {len(spec.blocks)} blocks of preset {spec.preset}", flush=True)
     failed = 0
-    for block in spec.blocks:
-        code = ablate(block_argv(spec, block, args))
-        if code == 2:
-            return 2
-        failed += code != 0
-    if spec.finetune:
-        failed += finetune_bases(spec, args, args.workers or default_workers())
-    wall = time.time() - started
+    try:
+        for block in spec.blocks:
+            code = ablate(block_argv(spec, block, args))
+            if code == 2 or code > 128:  # refused, or stopped by a signal (the cells were stopped with it)
+                return code
+            failed += code != 0
+        if spec.finetune:
+            failed += finetune_bases(spec, args, args.workers or default_workers())
+    finally:
+        wall = time.time() - started
+        if finished_work(spec, args.runs_dir, args.recipe_overrides) != before:
+            clock.add(wall)
     from analysis.load_runs import RunStore
     from analysis.provenance import provenance_record, read_provenance
     from analysis.report import export_results
@@ -212,12 +246,10 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     store = RunStore(args.runs_dir)
     folder = Path(args.results_dir) / spec.paper
     provenance = read_provenance(folder)
-    if provenance is None or finished_work(spec, args.runs_dir) != before:
-        # New measurements: this call made (or completed) them. A call that only re-exports keeps the record
-        # of the call that ran the cells, so the wall time stays the time the evidence took.
-        resumed = before != (0, 0)
-        provenance = provenance_record(command, wall + (provenance or {}).get("wall_time_s", 0.0) * resumed,
-                                       args.workers or default_workers(), threads_per_worker=1)
+    if provenance is None or finished_work(spec, args.runs_dir, args.recipe_overrides) != before:
+        # New measurements: the record's wall time is every call's that ran cells of this grid. A call that
+        # only re-exports keeps the record of the calls that ran the cells.
+        provenance = provenance_record(command, clock.total(), args.workers or default_workers(), threads_per_worker=1)
     out = export_results(store.resolve(spec.preset).info.run_id, folder,
                          runs_dir=args.runs_dir, store=store, provenance=provenance)
     print(f"[{spec.paper}] report: {out} ({wall / 60:.1f} min)", flush=True)
@@ -237,8 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     codes = []
     for spec in specs:
         code = run_paper(spec, args, command)
-        if code == 2:
-            return 2
+        if code == 2 or code > 128:
+            return code
         codes.append(code)
     from analysis.ledger import write_ledger
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import pickle
 from dataclasses import dataclass
 from typing import Callable, Mapping, TypeVar
 
@@ -46,13 +47,31 @@ class Ranks:
         return self.world_size > 1
 
     def decide(self, compute: Callable[[], T]) -> T:
-        """`compute()` on rank 0 only; its result on every rank."""
-        value = compute() if self.is_zero else None
+        """`compute()` on rank 0 only; its result on every rank. An error on rank 0 is raised on every rank
+        (the others would otherwise wait for a broadcast that never comes)."""
         if not self.external:
-            return value
-        box = [value]
+            return compute() if self.is_zero else None
+        outcome, failure = None, None
+        if self.is_zero:
+            try:
+                outcome = (True, compute())
+            except Exception as err:  # noqa: BLE001 - re-raised here and on every other rank
+                outcome, failure = (False, _portable(err)), err
+        box = [outcome]
         dist.broadcast_object_list(box, src=0, group=_object_group(self.accelerator))
-        return box[0]
+        ok, value = box[0]
+        if ok:
+            return value
+        raise failure if failure is not None else value
+
+
+def _portable(err: Exception) -> Exception:
+    """`err` if it can travel to the other ranks (be pickled), else a RuntimeError with its message."""
+    try:
+        pickle.dumps(err)
+        return err
+    except Exception:  # noqa: BLE001 - any pickling problem means the same
+        return RuntimeError(f"{type(err).__name__} on rank 0: {err}")
 
 
 def launched_ranks(accelerator: str = "cpu", environ: Mapping[str, str] = os.environ) -> Ranks:

@@ -182,3 +182,30 @@ def test_a_bpe_base_keeps_its_own_tokenizer(tmp_path: Path):
     sample = "def f(x):\n    return x  # python text, never seen by this BPE"
     assert pinned.encode(sample) == trained.encode(sample)
     assert ft_cfg.data.name == "python_docs" and ft_cfg.data.cache_dir == str(tmp_path / "cache")
+
+
+def test_the_finetune_reaches_the_store_its_base_was_found_in_not_the_masked_recorded_url(base, monkeypatch):
+    """A base trained against a server with a password in its URL records the URL masked (user:***@); the
+    fine-tune must connect with the URL this process opened the store with."""
+    import json
+
+    import lit_modules.train
+
+    runs_dir, base_id = base
+    sidecar = Path(mlflow_client(runs_dir).get_run(base_id).data.tags["checkpoint_dir"]) / "config.json"
+    original = sidecar.read_text()
+    record = json.loads(original)
+    record["config"]["logger"]["tracking_uri"] = "http://llm:***@tracking.example:5000"
+    seen = {}
+
+    def capture(cfg, **kwargs):
+        seen["uri"] = cfg.logger.tracking_uri
+        return lit_modules.train.RunResult(None, "DRY_RUN")
+
+    monkeypatch.setattr(lit_modules.train, "run", capture)
+    sidecar.write_text(json.dumps(record))
+    try:
+        finetune(**finetune_args(runs_dir, base_id))
+    finally:
+        sidecar.write_text(original)
+    assert seen["uri"] == mlflow_client(runs_dir).tracking_uri and "***" not in seen["uri"]

@@ -84,3 +84,51 @@ def test_evidence_runs_a_protocol_exports_it_and_writes_the_ledger(tmp_path: Pat
     # Everything finished: a second call runs no cell and no fine-tune, and the report is unchanged.
     assert evidence.main(argv) == 0
     assert (results / "smoke" / "report.md").read_text() == report  # provenance kept: the cells ran before
+
+
+def test_wall_clock_adds_up_calls_and_resets_for_a_fresh_grid(tmp_path: Path) -> None:
+    from sweeps.evidence import WallClock
+
+    clock = WallClock(str(tmp_path), "wisca")
+    assert clock.total() == 0.0
+    clock.add(90.5)
+    clock.add(30.25)
+    assert clock.total() == 120.75 and WallClock(str(tmp_path), "wisca").total() == 120.75
+    clock.reset()
+    assert clock.total() == 0.0
+
+
+def test_a_protocol_stopped_midway_and_resumed_reports_both_calls_wall_time(tmp_path: Path, monkeypatch) -> None:
+    """A first call stopped after its first block leaves no provenance but keeps its time; the call that
+    finishes the grid records the sum, not only its own part."""
+    import sweeps.ablate
+    import sweeps.evidence as evidence
+    from analysis.provenance import read_provenance
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "smoke.yaml").write_text(
+        "preset: smoke\nblocks:\n  - {arms: [baseline, no_decay], seeds: [0]}\n  - {arms: [no_decay], seeds: [1]}\n")
+    monkeypatch.setattr(evidence, "SPEC_DIR", specs)
+    results = tmp_path / "results"
+    argv = ["papers=smoke", f"runs_dir={tmp_path / 'runs'}", f"results_dir={results}",
+            f"ledger={tmp_path / 'RESULTS.md'}", "trainer.max_steps=6", "workers=1"]
+    real = sweeps.ablate.main
+    calls = []
+
+    def stopped_at_the_second_block(block_argv):
+        calls.append(block_argv)
+        return real(block_argv) if len(calls) == 1 else 128 + 15  # SIGTERM during block 2
+
+    monkeypatch.setattr(sweeps.ablate, "main", stopped_at_the_second_block)
+    assert evidence.main(argv) == 143
+    assert read_provenance(results / "smoke") is None
+    first = evidence.WallClock(str(tmp_path / "runs"), "smoke").total()
+    assert first > 0
+
+    monkeypatch.setattr(sweeps.ablate, "main", real)
+    started = __import__("time").time()
+    assert evidence.main(argv) == 0
+    second = __import__("time").time() - started
+    record = read_provenance(results / "smoke")
+    assert first < record["wall_time_s"] <= first + second

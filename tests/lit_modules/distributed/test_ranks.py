@@ -55,3 +55,44 @@ def test_ddp_over_several_devices_without_a_launcher_points_at_torchrun() -> Non
     assert str(err.value) == ("trainer.strategy=ddp over 2 devices needs its ranks started by torchrun: torchrun "
                               "--nproc_per_node=2 -m lit_modules.train trainer=ddp_torchrun ... (or trainer=ddp, "
                               "which spawns them from this process).")
+
+
+def _decide_in_rank(rank: int, port: int, results) -> None:
+    import os
+
+    import torch.distributed as dist
+
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    ranks = Ranks(rank=rank, world_size=2)
+
+    def refuse():
+        raise ConfigError("resume=abc is not a known run")
+
+    try:
+        ranks.decide(refuse)
+        results.put((rank, "no error"))
+    except ConfigError as err:
+        results.put((rank, f"ConfigError: {err}"))
+    assert ranks.decide(lambda: 7) == 7  # the group still works after a shared refusal
+    dist.destroy_process_group()
+
+
+def test_an_error_on_rank_zero_is_raised_on_every_rank_instead_of_a_hang() -> None:
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    context = mp.get_context("spawn")
+    results = context.Queue()
+    workers = [context.Process(target=_decide_in_rank, args=(rank, port, results)) for rank in (0, 1)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert all(w.exitcode == 0 for w in workers), [w.exitcode for w in workers]
+    got = dict(results.get(timeout=5) for _ in workers)
+    assert got == {0: "ConfigError: resume=abc is not a known run", 1: "ConfigError: resume=abc is not a known run"}
