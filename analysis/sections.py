@@ -32,7 +32,7 @@ def fresh_dir(path: Path) -> None:
     """The report folder holds one report: files of an older one (a plot no longer drawn) are removed."""
     if path.is_dir():
         for child in path.iterdir():
-            if child.is_file() and child.suffix in (".md", ".png", ".csv"):
+            if child.is_file() and child.suffix in (".md", ".html", ".png", ".csv"):
                 child.unlink()
         if (path / "summary").is_dir():
             shutil.rmtree(path / "summary")
