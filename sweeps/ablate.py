@@ -18,6 +18,8 @@ saying how many cells did not finish and why; the report is written all the same
 
 from __future__ import annotations
 
+from lit_modules.quiet import DRIVER_PRINTS_ENV, quiet_libraries  # first: before tqdm is imported
+
 import os
 import subprocess
 import sys
@@ -38,6 +40,7 @@ from lit_modules.tracking.run_lifecycle import find_or_open_parent
 from lit_modules.tracking.run_owner import end_dead_runs
 from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, tracking_uri
 from lit_modules.tracking.store_check import check_store
+from sweeps.progress_lines import CellWatcher
 
 
 @dataclass
@@ -88,7 +91,7 @@ def read_grid(grid: Grid) -> None:
     if not arms:
         raise ConfigError(f"The preset '{grid.experiment}' declares no arms (hydra.sweeper.params['+arm']).")
     grid.arms, grid.seeds = [a.strip() for a in arms], seeds
-    launchers = sorted(p.stem for p in (CONF_DIR / "hydra" / "launcher").glob("*.yaml"))
+    launchers = sorted(p.stem for p in (files.CONF_DIR / "hydra" / "launcher").glob("*.yaml"))
     if grid.launcher and grid.launcher not in launchers:
         raise ConfigError(f"launcher={grid.launcher} is not in conf/hydra/launcher/ (known: {', '.join(launchers)}).")
     if grid.only_arms:
@@ -158,7 +161,17 @@ def unfinished_cells(client: MlflowClient, parent: str, since_ms: int) -> list[s
     ]
 
 
+def finished_cells(client: MlflowClient, parent: str, grid: Grid) -> int:
+    """How many of the grid's (arm, seed) cells already FINISHED under the parent (a rerun skips them)."""
+    wanted = {(arm.rsplit("/", 1)[-1], seed) for arm in grid.arms for seed in grid.seeds}
+    experiment_id = client.get_run(parent).info.experiment_id
+    done = client.search_runs([experiment_id], filter_string=f"{children_filter(parent)} and attributes.status = 'FINISHED'",
+                              max_results=10_000)
+    return len(wanted & {(r.data.tags.get(tags.ABLATION_ARM), r.data.tags.get(tags.SEED)) for r in done})
+
+
 def main(argv: list[str] | None = None) -> int:
+    quiet_libraries()
     try:
         grid = parse_args(sys.argv[1:] if argv is None else argv)
         read_grid(grid)
@@ -184,8 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     command += launch_overrides(grid, threads)
     status, failed = "FAILED", []
     started_ms = int(time.time() * 1000)
+    to_run = cells - finished_cells(client, parent, grid)
+    if to_run < cells:
+        print(f"{cells - to_run} of {cells} cells already finished under this parent; {to_run} to run")
     try:
-        code = subprocess.run(command, env={**os.environ}).returncode
+        with CellWatcher(client, parent, to_run):  # one line per cell as it ends
+            code = subprocess.run(command, env={**os.environ, DRIVER_PRINTS_ENV: "1"}).returncode
         # Hydra's multirun goes on past a failed cell and exits 0: the cells' own statuses say what happened.
         failed = unfinished_cells(client, parent, started_ms)
         status = "FINISHED" if code == 0 and not failed else "FAILED"
