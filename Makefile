@@ -27,7 +27,7 @@ TASKS ?=
 A ?=
 B ?=
 
-.PHONY: help setup setup-cluster train sweep ablate evidence ledger report eval finetune plasticity test test-slow test-distributed compare bench mlflow-ui tracking-server dry-run clean-runs
+.PHONY: help setup setup-cluster train sweep ablate evidence ledger report eval finetune plasticity test test-slow test-distributed test-ui compare bench mlflow-ui tracking-server dry-run clean-runs
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -99,6 +99,17 @@ compare: setup ## do two commits train identically? golden metric histories side
 
 test-distributed: setup-cluster ## PostgreSQL sweeps, an MLflow server, submitit cells, torchrun ranks (~6 min)
 	LLM_ABLATE_REQUIRE_CLUSTER=1 $(PY) -m pytest -q -m distributed tests/distributed
+
+UI_STAMP := $(VENV)/.ui-installed
+$(UI_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install -q -e ".[dev,ui]"
+	@# The system Chromium (Debian's package): Playwright drives it; it never downloads a browser of its own.
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q chromium; }
+	@touch $(UI_STAMP)
+
+UI_SHOTS ?=
+test-ui: setup $(UI_STAMP) ## the MLflow UI in a real browser: names, nesting, the HTML report, loss charts first (~3 min)
+	LLM_UI_SHOTS=$(UI_SHOTS) $(PY) -m pytest -q -m ui tests/lit_modules/tracking/test_ui_browser.py
 
 bench: setup ## Lightning step vs plain PyTorch loop (and other ratios)
 	$(PY) -m lit_modules.bench $(ARGS)

@@ -31,6 +31,22 @@ def fmt(value: object, digits: int = 4) -> str:
     return str(value)
 
 
+def sig3(value: object) -> str:
+    """Three significant digits, also for a number written as text (an MLflow param or tag); other
+    text as it is. Tables show this; the exact values stay in their CSV."""
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        if value.strip().lstrip("+-").isdigit():
+            return fmt(int(number))
+        return fmt(number, 3)
+    if isinstance(value, float):
+        return fmt(value, 3)
+    return fmt(value)
+
+
 def signed(value: object, digits: int = 3) -> str:
     if isinstance(value, float) and math.isfinite(value):
         return f"{value:+.{digits}g}"

@@ -19,6 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from analysis.ablation import Ablation, run_value
+from analysis.claims import join_arm, split_arm
 from analysis.verdict import MIN_SEEDS
 from analysis.curves import mean_band
 from analysis.load_runs import numeric
@@ -74,12 +75,14 @@ def _label(ab: Ablation, arm: str) -> str:
     return f"{arm}{tag}, {n} seed{'s' if n != 1 else ''}"
 
 
-def _draw_bands(ax, ab: Ablation, curves: pd.DataFrame, key: str, band: bool = True, marker: str | None = "o") -> bool:
-    """Mean over seeds per arm, and the min-max band where at least MIN_SEEDS seeds reached a point."""
+def _draw_bands(ax, ab: Ablation, curves: pd.DataFrame, key: str, band: bool = True, marker: str | None = "o",
+                arms: list[str] | None = None) -> bool:
+    """Mean over seeds per arm (all, or `arms`), and the min-max band where at least MIN_SEEDS seeds
+    reached a point."""
     colors = arm_colors(ab.arms)
     table = mean_band(curves, key, _groups(ab))
     unbanded = []
-    for arm in ab.arms:
+    for arm in ab.arms if arms is None else arms:
         rows = table[table["group"] == arm].sort_values("tokens_seen")
         if rows.empty:
             continue
@@ -98,30 +101,81 @@ def _draw_bands(ax, ab: Ablation, curves: pd.DataFrame, key: str, band: bool = T
 # ---------------------------------------------------------------------------------------- losses
 
 
+ZOOM_FROM = 0.1  # the zoomed y-range reaches up to the loss at this fraction of a panel's tokens
+
+
 def plot_loss_curves(ab: Ablation, path: Path) -> Path | None:
-    """Validation loss (mean, band = min-max over seeds) and training loss (mean) against tokens seen."""
+    """Validation loss (mean, band = min-max over seeds) and training loss (mean) against tokens seen:
+    one row of panels per variant (model rung), each arm compared only within its own.
+
+    The first steps' losses are several times the final ones, so a full y-range squeezes every arm into
+    one line: each panel's y-axis spans where the curves separate (from the lowest final value to the
+    highest loss at ZOOM_FROM of the tokens), and an inset keeps the whole curve in view.
+    """
     if ab.curves.empty or not (ab.curves["key"] == "val/loss").any():
         return None
     has_train = (ab.curves["key"] == "train/loss").any()
-    fig, axes = _figure(1, 2 if has_train else 1, width=6.5)
-    ax = axes[0][0]
-    _draw_bands(ax, ab, ab.curves, "val/loss")
-    base = [v for v in _finals(ab, "val/loss", ab.baseline) if math.isfinite(v)]
-    if base:
-        ax.axhline(float(np.mean(base)), color="black", linestyle="--", linewidth=0.8,
-                   label=f"baseline final val/loss ({np.mean(base):.3f})")
-    ax.set_xlabel(TOKENS_LABEL)
-    ax.set_ylabel("validation loss (nats/token)")
-    ax.set_title(f"{ab.name}: validation loss vs tokens\n(line = mean over seeds, band = min-max)", fontsize=10)
-    ax.legend(fontsize=7)
-    if has_train:
-        ax = axes[0][1]
-        _draw_bands(ax, ab, ab.curves, "train/loss", band=False, marker=None)
+    variants = ab.variants() or [""]
+    fig, axes = _figure(len(variants), 2 if has_train else 1, width=6.5, height=4.3)
+    for row, variant in enumerate(variants):
+        arms = [a for a in ab.arms if split_arm(a)[1] == variant]
+        rung = f" [{variant}]" if variant else ""
+        ax = axes[row][0]
+        _draw_bands(ax, ab, ab.curves, "val/loss", arms=arms)
+        reference = join_arm(split_arm(ab.baseline)[0], variant)
+        base = [v for v in _finals(ab, "val/loss", reference) if math.isfinite(v)]
+        if base:
+            ax.axhline(float(np.mean(base)), color="black", linestyle="--", linewidth=0.8,
+                       label=f"{reference} final val/loss ({np.mean(base):.3f})")
         ax.set_xlabel(TOKENS_LABEL)
-        ax.set_ylabel("training loss (nats/token)")
-        ax.set_title(f"{ab.name}: training loss vs tokens (mean over seeds)", fontsize=10)
-        ax.legend(fontsize=7)
+        ax.set_ylabel("validation loss (nats/token)")
+        ax.set_title(f"{ab.name}{rung}: validation loss vs tokens\n(line = mean over seeds, band = min-max)", fontsize=10)
+        _zoom_with_inset(ax, ab, "val/loss", arms)
+        # Below the panel: inside it would cover the curves where they separate.
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+        if has_train:
+            ax = axes[row][1]
+            _draw_bands(ax, ab, ab.curves, "train/loss", band=False, marker=None, arms=arms)
+            ax.set_xlabel(TOKENS_LABEL)
+            ax.set_ylabel("training loss (nats/token)")
+            ax.set_title(f"{ab.name}{rung}: training loss vs tokens\n(mean over seeds; colours as on the left)",
+                         fontsize=10)
+            _zoom_with_inset(ax, ab, "train/loss", arms)
     return _save(fig, path)
+
+
+def zoom_range(table: pd.DataFrame, arms: list[str], start_fraction: float = ZOOM_FROM) -> tuple[float, float] | None:
+    """(low, high): the lowest final mean (or band minimum) of the arms, and the highest mean loss at
+    `start_fraction` of each arm's tokens, padded by 5%; None when that leaves no range."""
+    lows, highs = [], []
+    for arm in arms:
+        rows = table[table["group"] == arm].sort_values("tokens_seen")
+        if rows.empty:
+            continue
+        lows.append(float(min(rows["mean"].iloc[-1], rows["min"].iloc[-1])))
+        later = rows[rows["tokens_seen"] >= start_fraction * rows["tokens_seen"].max()]
+        highs.append(float(later["mean"].iloc[0]))
+    if not lows or not all(map(math.isfinite, lows + highs)) or max(highs) <= min(lows):
+        return None
+    pad = 0.05 * (max(highs) - min(lows))
+    return min(lows) - pad, max(highs) + pad
+
+
+def _zoom_with_inset(ax, ab: Ablation, key: str, arms: list[str]) -> None:
+    table = mean_band(ab.curves, key, {arm: list(ab.run_ids(arm).values()) for arm in arms})
+    limits = zoom_range(table, arms)
+    if limits is None:
+        return
+    ax.set_ylim(*limits)
+    inset = ax.inset_axes([0.58, 0.55, 0.4, 0.4])
+    colors = arm_colors(ab.arms)
+    for arm in arms:
+        rows = table[table["group"] == arm].sort_values("tokens_seen")
+        inset.plot(rows["tokens_seen"], rows["mean"], color=colors[arm], linewidth=0.9)
+    inset.axhspan(*limits, color="0.85", zorder=0)
+    inset.set_title("whole run (grey: the zoomed range)", fontsize=6)
+    inset.tick_params(labelsize=6)
+    inset.xaxis.get_offset_text().set_fontsize(6)
 
 
 def _finals(ab: Ablation, key: str, arm: str) -> list[float]:
@@ -287,16 +341,20 @@ def plot_declared_init_std(ab: Ablation, spec: dict, path: Path) -> Path | None:
 
 
 _LAYER = re.compile(r"layers\.\d+\.")
+# Where a run's initial stds are: params (lit_modules.tracking.init_stds), or step-0 metrics in runs
+# recorded (and results exported) before they moved.
+INIT_STD_COLUMNS = ("params.init_std.", "metrics.init/std/")
 
 
 def plot_init_std(ab: Ablation, path: Path) -> Path | None:
     """The measured std of every weight kind at step 0 (mean over layers and seeds), per arm."""
-    cols = sorted(c for c in ab.finished.columns if c.startswith("metrics.init/std/"))
-    if not cols:
+    prefix = next((p for p in INIT_STD_COLUMNS if any(c.startswith(p) for c in ab.finished.columns)), None)
+    if prefix is None:
         return None
+    cols = sorted(c for c in ab.finished.columns if c.startswith(prefix))
     kinds: dict[str, list[str]] = {}
     for c in cols:
-        kinds.setdefault(_LAYER.sub("", c[len("metrics.init/std/"):]).replace(".weight", ""), []).append(c)
+        kinds.setdefault(_LAYER.sub("", c[len(prefix):]).replace(".weight", ""), []).append(c)
     names = list(kinds)
     fig, axes = _figure(1, 1, width=max(7.0, 0.8 * len(names)))
     ax = axes[0][0]
@@ -308,7 +366,7 @@ def plot_init_std(ab: Ablation, path: Path) -> Path | None:
         rows = ab.finished[ab.finished["arm"] == arm]
         if rows.empty:
             continue
-        mean = [float(np.nanmean(rows[kinds[n]].to_numpy(dtype=float))) for n in names]
+        mean = [float(np.nanmean(rows[kinds[n]].apply(numeric).to_numpy(dtype=float))) for n in names]
         values += mean
         # Points, not bars: a bar's length means nothing on a log axis.
         ax.plot(x - 0.3 + (i + 0.5) * offset, mean, "o", color=colors[arm], label=_label(ab, arm))
@@ -341,7 +399,7 @@ def plot_vs_param(ab: Ablation, spec: dict, path: Path) -> Path | None:
     if frame["wd"].nunique() < 2:
         return None
     fig, axes = _figure(1, len(metrics), width=5.5)
-    for ax, (title, metric) in zip(axes[0], metrics.items()):
+    for ax, (title, metric) in zip(axes[0], metrics.items()):  # `spec` stays the figure's declaration
         column = f"value:{metric}"
         frame[column] = [run_value(ab, row, metric) for _, row in frame.iterrows()]
         if not np.isfinite(frame[column].to_numpy(dtype=float)).any():

@@ -6,8 +6,8 @@
     python -m analysis.report EXPORT=results/<paper> EXP=<...> [runs_dir=runs]   # export, then report
 
 EXP resolves to the newest parent run tagged `ablation.name=<EXP>`, else the newest sweep parent tagged
-`sweep.study=<EXP>`, or a run id. The report (Markdown with tables and figures, CSVs of every table) is
-written to `<reports_dir>/<name>/` (reports_dir: argument, else $LLM_REPORTS_DIR, else ./reports) and
+`sweep.study=<EXP>`, or a run id. The report (Markdown with tables and figures, a self-contained `report.html`
+with the figures embedded, CSVs of every table) is written to `<reports_dir>/<name>/` (reports_dir: argument, else $LLM_REPORTS_DIR, else ./reports) and
 logged to the parent run as artifacts under `report/`.
 
 FROM=<folder> rebuilds the report inside an exported results folder from its `data/` files alone
@@ -28,6 +28,7 @@ from analysis import provenance as prov
 from analysis.ablation import Ablation
 from analysis.ablation_report import render_ablation
 from analysis.claims import claim_for
+from analysis.html_report import write_html
 from analysis.load_runs import RunNotFound, RunStore
 from analysis.results_data import ResultsDataError, read_results_data, write_results_data
 from analysis.results_data import safe_name as _safe
@@ -87,6 +88,7 @@ def render_report(ab: Ablation, out: Path, provenance: dict | None = None) -> Pa
     fresh_dir(out)
     path = out / REPORT_FILE
     path.write_text(render_ablation(ab, claim_for(ab.claim_key), out, provenance))
+    write_html(path)  # report.html: the same report with its figures inside, for MLflow's artifact view
     return path
 
 

@@ -36,7 +36,7 @@ def fresh_dir(path: Path) -> None:
     """The report folder holds one report: files of an older one (a plot no longer drawn) are removed."""
     if path.is_dir():
         for child in path.iterdir():
-            if child.is_file() and child.suffix in (".md", ".png", ".csv") and child.name != FINDINGS_FILE:
+            if child.is_file() and child.suffix in (".md", ".html", ".png", ".csv") and child.name != FINDINGS_FILE:
                 child.unlink()
         if (path / "summary").is_dir():
             shutil.rmtree(path / "summary")

@@ -17,9 +17,14 @@ from analysis import markdown as md
 from analysis import plots
 from analysis.load_runs import RunStore
 from analysis.results_data import safe_name
+from analysis.html_report import write_html
 from analysis.sections import ARTIFACT_PATH, REPORT_FILE, fresh_dir, reports_root
 from lit_modules.runs import tags
 from lit_modules.tracking.uri_masking import mask_password
+
+
+SUMMARY_ARTIFACTS = "summary"  # where sweeps.summary logs the study summary on the parent run
+PLOTTED_TRIALS = 5
 
 
 def write_sweep_report(
@@ -39,8 +44,11 @@ def write_sweep_report(
     text = render_sweep(parent, store, out, top)
     path = out / REPORT_FILE
     path.write_text(text)
-    if log_to_mlflow:
-        store.client.log_artifacts(parent_run_id, str(out), artifact_path=ARTIFACT_PATH)
+    write_html(path)
+    if log_to_mlflow:  # the files, not the summary/ copy: the parent run has the summary once, in summary/
+        for item in sorted(out.iterdir()):
+            if item.is_file():
+                store.client.log_artifact(parent_run_id, str(item), artifact_path=ARTIFACT_PATH)
     return path
 
 
@@ -67,7 +75,8 @@ def render_sweep(parent: Run, store: RunStore, out: Path, top: int) -> str:
         f"{direction} `{metric}`; generated {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}.", "",
         "Trial states: " + (", ".join(f"{n} {s.lower()}" for s, n in sorted(states.items())) or "none"), "",
         f"## Best {min(top, len(best))} finished trials", "",
-        md.table(best, columns), "",
+        md.table(best, columns, {col: md.sig3 for col, _ in columns if col not in ("trial", "run_id")}), "",
+        "Values to 3 significant digits; `best_trials.csv` has them exact.", "",
         "Trials are single runs (one seed each): a difference between neighbouring trials smaller than the "
         "seed-to-seed noise of the same config is not a ranking.", "",
     ]
@@ -85,25 +94,29 @@ def _plot_trials(curves: pd.DataFrame, best: pd.DataFrame, study: str, metric: s
         return None
     fig, axes = plots._figure(1, 1)
     ax = axes[0][0]
-    for i, (_, row) in enumerate(best.head(5).iterrows()):
+    drawn = 0
+    for i, (_, row) in enumerate(best.head(PLOTTED_TRIALS).iterrows()):
         rows = curves[(curves["run_id"] == row["run_id"]) & (curves["key"] == "val/loss")].sort_values("step")
         if rows.empty:
             continue
         ax.plot(rows["tokens_seen"], rows["value"], marker="o", markersize=3, color=f"C{i}",
-                label=f"trial {row['trial']} ({metric} {md.fmt(row['value'])})")
+                label=f"trial {row['trial']} ({metric} {md.sig3(row['value'])})")
+        drawn += 1
     ax.set_xlabel(plots.TOKENS_LABEL)
     ax.set_ylabel("validation loss (nats/token)")
-    ax.set_title(f"Sweep {study}: validation loss of the 5 best trials (one seed each)", fontsize=10)
+    best_of = f"the {drawn} best trials" if drawn != 1 else "the best trial"
+    ax.set_title(f"Sweep {study}: validation loss of {best_of} (one seed each)", fontsize=10)
     ax.legend(fontsize=7)
     return plots._save(fig, path)
 
 
 def _embedded_summary(store: RunStore, parent_run_id: str, out: Path) -> list[str]:
-    """The study summary sweeps/summary.py logged under `summary/`, copied here with its figures."""
-    files = store.list_files(parent_run_id, "summary")
+    """The study summary the sweep logged under `summary/`, copied here with its figures (for the local
+    report.md; the HTML report embeds them, and the parent run keeps its one `summary/` copy)."""
+    files = store.list_files(parent_run_id, SUMMARY_ARTIFACTS)
     if not files:
         return ["## Study summary", "", "_The parent run has no `summary/` artifacts (the sweep may still be running)._"]
-    lines = ["## Study summary (sweeps/summary.py)", ""]
+    lines = ["## Study summary", ""]
     for artifact in sorted(files):
         local = store.download_artifact(parent_run_id, artifact)
         name = artifact.rsplit("/", 1)[-1]

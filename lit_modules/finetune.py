@@ -113,7 +113,7 @@ def finetune_config(
     cfg.ablation = AblationConfig()  # not a grid cell: linked to its base by tags, not by arm
     cfg.init_from, cfg.resume, cfg.dry_run = base.run_id, None, False
     cfg.parent_run_id, cfg.runs_dir = base.run_id, runs_dir
-    cfg.logger.run_name = f"finetune:{recipe.name}:{base.name}"
+    cfg.logger.run_name = f"finetune/{base.name}"  # the recipe is the finetune.recipe tag
     linked = dict(cfg.tags or {})
     linked.update({
         tags.FINETUNE_BASE: base.run_id,

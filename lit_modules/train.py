@@ -11,9 +11,12 @@ would exist before any check); `-m` goes through @hydra.main once every job comp
 
 from __future__ import annotations
 
+from lit_modules.quiet import DRIVER_PRINTS_ENV, quiet_libraries  # first: before tqdm is imported
+
 import copy
 import functools
 import json
+import os
 import sys
 import tempfile
 import time
@@ -25,16 +28,17 @@ from typing import Callable, Iterable, NoReturn
 import hydra
 import lightning as L
 import torch
-from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from lit_modules.build import build_callbacks, build_data, build_model, build_module, build_trainer
+from lit_modules.callbacks.live_progress import LiveProgress
 from lit_modules.callbacks.run_record import RunRecord
 from lit_modules.config import files
 from lit_modules.config.budget import Budget
-from lit_modules.config.composition import compose_multirun_jobs, compose_run_config
+from lit_modules.config.composition import compose_multirun, compose_run_config
 from lit_modules.config.errors import ConfigError
+from lit_modules.config.memory import estimate_memory
 from lit_modules.config.schema import register_schema
 from lit_modules.config.validate import validated
 from lit_modules.data import DataError
@@ -46,11 +50,15 @@ from lit_modules.runs.finished import CONFIG_SIDECAR
 from lit_modules.runs.search import children_filter
 from lit_modules.tracking import repro
 from lit_modules.tracking.job_tags import scheduler_tags
+from lit_modules.tracking.multirun_parent import multirun_parent
 from lit_modules.tracking.lightning_logger import MlflowRunLogger
 from lit_modules.tracking.run_lifecycle import flatten, open_run, run_lifecycle, set_tags, stop_signals_deferred
+from lit_modules.tracking.init_stds import INIT_STD_TABLE, init_std_params, write_init_std_table
+from lit_modules.tracking.run_names import base_run_name, unique_run_name
 from lit_modules.tracking.run_owner import end_dead_runs
 from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, tracking_uri
 from lit_modules.tracking.store_check import check_store
+from lit_modules.tracking.system_tags import system_tags
 from lit_modules.tracking.uri_masking import mask_password, mask_tree
 
 # Run-management fields: they change how a run is driven, not what it computes.
@@ -100,8 +108,11 @@ def describe(cfg: DictConfig, budget: Budget) -> str:
         f"FLOPs/token  {budget.flops_per_token:.3e} (training, analytic); run total {budget.flops_per_token * budget.total_tokens:.3e}",
         f"ETA          {'~%.0f s on this machine (forward+backward only)' % eta if eta is not None else 'not estimated for this device/size'}",
     ]
+    lines.append(f"memory       {estimate_memory(cfg, budget).describe()}")
     techniques = ", ".join(k for k, v in (cfg.techniques or {}).items() if v is not None) or "none"
     lines.append(f"techniques   {techniques}")
+    if cfg.trainer.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        lines.append("note         this machine has no GPU: this is the plan; a real run here is refused")
     return "\n".join(lines)
 
 
@@ -110,10 +121,12 @@ def run(
     extra_callbacks: Iterable[L.Callback] = (),
     cli_overrides: list[str] | None = None,
     on_opened: Callable[[str], None] | None = None,
+    progress: bool = False,
 ) -> RunResult:
     """One training run. Raises ConfigError/DataError before any run is opened when input is bad.
 
     `on_opened` receives the MLflow run id as soon as the run exists (sweep drivers tag it afterwards).
+    `progress` shows one live progress line on stderr (the CLI's single runs; drivers print their own).
     The store is checked first but touched only when needed: a refusal or a dry run leaves no store behind.
     """
     uri = resolve_tracking_uri(cfg.logger.tracking_uri, cfg.runs_dir)
@@ -163,7 +176,7 @@ def run(
 
     def open_run_id() -> str:
         if resume_target is None:
-            return _open_new_run(client, cfg, recorded, budget, config_hash, git, data, techniques)
+            return _open_new_run(client, cfg, recorded, budget, config_hash, git, data, techniques, init_stds)
         return resume_target.run_id  # reopened by the lifecycle below
 
     run_id = ranks.decide(open_run_id)
@@ -184,6 +197,8 @@ def run(
                     _log_start_artifacts(client, run_id, cfg, git, init_stds)
         record = RunRecord(recorded, run_id, config_hash)
         callbacks = build_callbacks(cfg, budget, techniques, checkpoint_dir, record)
+        if progress and ranks.is_zero:
+            callbacks.append(LiveProgress(budget.steps, budget.tokens_per_step))
         trainer = build_trainer(cfg, budget, [*callbacks, *extra_callbacks], MlflowRunLogger(uri, run_id), checkpoint_dir)
         ckpt = str(resume_target.checkpoint) if resume_target else None
         trainer.fit(module, datamodule=data.datamodule, ckpt_path=ckpt, weights_only=True if ckpt else None)
@@ -204,7 +219,7 @@ def _store_client(configured: str | None, runs_dir: str) -> Callable[[], MlflowC
     return functools.cache(lambda: open_client(tracking_uri(configured, runs_dir)))
 
 
-def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniques) -> str:
+def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniques, init_stds) -> str:
     experiment_id = get_or_create_experiment(client, cfg.logger.experiment, cfg.runs_dir)
     # An earlier run of this config whose process was killed outright is still RUNNING: end it KILLED.
     end_dead_runs(client, [experiment_id], f"tags.{run_tags.CONFIG_HASH} = '{config_hash}'", "a rerun of its config")
@@ -223,9 +238,12 @@ def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniq
     }
     for technique in techniques:
         tags.update(technique.tags())
+    tags.update(system_tags(cfg, budget, git["commit"]))
     params = flatten(resolved)
     params.update({f"budget.{k}": str(v) for k, v in budget.as_dict().items()})
-    return open_run(client, experiment_id, cfg.logger.run_name, tags, params, cfg.parent_run_id)
+    params.update(init_std_params(init_stds))
+    name = unique_run_name(client, experiment_id, base_run_name(cfg, config_hash))
+    return open_run(client, experiment_id, name, tags, params, cfg.parent_run_id)
 
 
 def _evaluate(cfg: DictConfig, module, techniques, data, client: MlflowClient, run_id: str, step: int) -> dict:
@@ -274,9 +292,8 @@ def _log_start_artifacts(client: MlflowClient, run_id: str, cfg: DictConfig, git
         )
         if git["dirty"]:
             (tmp_path / "git_diff.patch").write_text(git["diff"])
+        write_init_std_table(tmp_path / INIT_STD_TABLE, init_stds)
         client.log_artifacts(run_id, tmp, artifact_path="run")
-    now = int(time.time() * 1000)
-    client.log_batch(run_id, metrics=[Metric(f"init/std/{name}", std, now, 0) for name, std in init_stds.items()])
 
 
 def _cli_overrides() -> list[str]:
@@ -300,12 +317,13 @@ def _in_multirun() -> bool:
 
 @hydra.main(config_path=str(files.CONF_DIR), config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float | None:
+    quiet_libraries()  # also in a launcher's worker process (local_parallel), which never ran main()
     return _run_and_report(cfg, _cli_overrides(), multirun=_in_multirun())
 
 
 def _run_and_report(cfg: DictConfig, overrides: list[str], multirun: bool) -> float | None:
     try:
-        result = run(cfg, cli_overrides=overrides)
+        result = run(cfg, cli_overrides=overrides, progress=not multirun)
     except (ConfigError, DataError, EvalError) as err:
         _refuse(err)
     except Exception as err:  # noqa: BLE001
@@ -317,6 +335,8 @@ def _run_and_report(cfg: DictConfig, overrides: list[str], multirun: bool) -> fl
     if result.status == "DRY_RUN" or not launched_ranks().is_zero:
         return None
     val = result.metrics.get("val/loss")
+    if os.environ.get(DRIVER_PRINTS_ENV):
+        return val
     print(f"run {result.run_id} {result.status.lower()}: val/loss={val:.4f}" if val is not None else f"run {result.run_id}")
     return val
 
@@ -335,6 +355,7 @@ def main() -> None:
     Hydra's own flags (--help, --cfg job, --info, -cn ...) hand the whole command line to Hydra.
     """
     register_schema()
+    quiet_libraries()
     argv = sys.argv[1:]
     overrides = [arg for arg in argv if arg not in MULTIRUN_FLAGS]
     if any(arg.startswith("-") for arg in overrides):
@@ -343,15 +364,22 @@ def main() -> None:
     multirun = len(overrides) < len(argv)
     try:
         if multirun:
-            compose_multirun_jobs(overrides)
+            jobs = compose_multirun(overrides)
         else:
             cfg = compose_run_config(overrides)
     except ConfigError as err:
         _refuse(err)
-    if multirun:
-        _hydra_main()
-    else:
+    if not multirun:
         _run_and_report(cfg, overrides, multirun=False)
+        return
+    try:
+        with multirun_parent(jobs, overrides) as parent:
+            if parent is not None:
+                print(f"multirun: {len(jobs)} jobs under parent run {parent}")
+                sys.argv.append(f"parent_run_id={parent}")  # every job nests under it
+            _hydra_main()
+    except ConfigError as err:  # the store cannot be used: refused before any job
+        _refuse(err)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ saying how many cells did not finish and why; the report is written all the same
 
 from __future__ import annotations
 
+from lit_modules.quiet import DRIVER_PRINTS_ENV, quiet_libraries  # first: before tqdm is imported
+
 import os
 import sys
 import time
@@ -39,6 +41,7 @@ from lit_modules.tracking.run_owner import end_dead_runs
 from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, tracking_uri
 from lit_modules.tracking.store_check import check_store
 from lit_modules.tracking.uri_masking import mask_password
+from sweeps.progress_lines import CellWatcher
 
 
 @dataclass
@@ -162,7 +165,17 @@ def unfinished_cells(client: MlflowClient, parent: str, since_ms: int) -> list[s
 CELL_STOP_GRACE_S = 30.0  # for stopped cells to end their MLflow runs before what is left is killed
 
 
+def finished_cells(client: MlflowClient, parent: str, grid: Grid) -> int:
+    """How many of the grid's (arm, seed) cells already FINISHED under the parent (a rerun skips them)."""
+    wanted = {(arm.rsplit("/", 1)[-1], seed) for arm in grid.arms for seed in grid.seeds}
+    experiment_id = client.get_run(parent).info.experiment_id
+    done = client.search_runs([experiment_id], filter_string=f"{children_filter(parent)} and attributes.status = 'FINISHED'",
+                              max_results=10_000)
+    return len(wanted & {(r.data.tags.get(tags.ABLATION_ARM), r.data.tags.get(tags.SEED)) for r in done})
+
+
 def main(argv: list[str] | None = None) -> int:
+    quiet_libraries()
     try:
         grid = parse_args(sys.argv[1:] if argv is None else argv)
         read_grid(grid)
@@ -188,9 +201,13 @@ def main(argv: list[str] | None = None) -> int:
     command += launch_overrides(grid, threads)
     status, failed = "FAILED", []
     started_ms = int(time.time() * 1000)
+    to_run = cells - finished_cells(client, parent, grid)
+    if to_run < cells:
+        print(f"{cells - to_run} of {cells} cells already finished under this parent; {to_run} to run")
     try:
         # Its own process group: stopping the driver (Ctrl-C, SIGTERM) stops every cell and worker process.
-        code = run_as_group(command, env={**os.environ}, grace_s=CELL_STOP_GRACE_S)
+        with CellWatcher(client, parent, to_run):  # one line per cell as it ends
+            code = run_as_group(command, env={**os.environ, DRIVER_PRINTS_ENV: "1"}, grace_s=CELL_STOP_GRACE_S)
         # Hydra's multirun goes on past a failed cell and exits 0: the cells' own statuses say what happened.
         failed = unfinished_cells(client, parent, started_ms)
         status = "FINISHED" if code == 0 and not failed else "FAILED"

@@ -14,6 +14,8 @@ resume).
 
 from __future__ import annotations
 
+from lit_modules.quiet import quiet_libraries  # first: before tqdm is imported
+
 import dataclasses
 import os
 import socket
@@ -39,6 +41,7 @@ from lit_modules.tracking.store_check import check_store
 from lit_modules.tracking.uri_masking import mask_password
 from lit_modules.train import run
 from lit_modules.config.composition import compose_run_config
+from sweeps.progress_lines import TrialLines, best_trial_line
 from sweeps.pruning import OptunaPruning, TrialPruned
 from sweeps.samplers import build_pruner, build_sampler
 from sweeps.space import ParamSpec, as_overrides, sample
@@ -153,7 +156,8 @@ def finished(study: optuna.Study) -> int:
 def open_parent_run(client: MlflowClient, cfg: SweepConfig) -> str:
     """The study's parent run: found again by tag on a rerun, so a resumed sweep keeps one parent."""
     experiment_id = get_or_create_experiment(client, cfg.experiment, cfg.runs_dir)
-    params = flatten({"sweep": {k: v for k, v in cfg.__dict__.items() if k not in ("space",)}})
+    # Nested settings (sampler, pruner) as one param per field, like a run's config: sweep.pruner.name, ...
+    params = flatten({"sweep": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "space"}})
     params.update({f"space.{k}": str(v) for k, v in cfg.space.items()})
     run_id, _ = find_or_open_parent(
         client, experiment_id, parent_filter(SWEEP, cfg.study_name), f"sweep:{cfg.study_name}",
@@ -233,6 +237,7 @@ def work(
     """
     study = open_study(cfg, specs, worker_index)
     objective = make_objective(cfg, specs, run_overrides, parent_run_id, threads)
+    lines = TrialLines(cfg.n_trials, cfg.metric, cfg.workers)
     failures = 0
     while finished(study) < cfg.n_trials:
         if _grid_exhausted(cfg, specs, study):
@@ -243,7 +248,7 @@ def work(
             time.sleep(1.0)
             continue
         before = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)))
-        study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=True)
+        study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=True, callbacks=[lines])
         after = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)))
         failures += after - before
         if failures >= max(3, cfg.n_trials):
@@ -274,6 +279,7 @@ def _joining_worker_index() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    quiet_libraries()
     inv = parse_args(sys.argv[1:] if argv is None else argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -326,8 +332,12 @@ def main(argv: list[str] | None = None) -> int:
         status = "FAILED"
         raise
     finally:
-        summary_dir = write_summary(open_study(cfg, specs), cfg, client, parent_run_id)
+        final = open_study(cfg, specs)
+        summary_dir = write_summary(final, cfg, client, parent_run_id)
         client.set_terminated(parent_run_id, status=status)
+        best = best_trial_line(final, cfg.metric)
+        if best:
+            print(best)
         print(f"summary: {summary_dir / 'summary.md'}")
         try:
             from analysis.sweep_report import write_sweep_report

@@ -39,10 +39,15 @@ def compose_run_config(overrides: Iterable[str]) -> DictConfig:
 
 
 def compose_multirun_jobs(overrides: Iterable[str]) -> int:
-    """Compose every job of `-m <overrides>` as Hydra's basic sweeper will; returns the number of jobs.
+    """Compose every job of `-m <overrides>` as Hydra's basic sweeper will; returns the number of jobs."""
+    return len(compose_multirun(overrides))
+
+
+def compose_multirun(overrides: Iterable[str]) -> list[DictConfig]:
+    """Every job's config of `-m <overrides>`, composed as Hydra's basic sweeper will.
 
     Hydra checks the jobs too, but only after it has made the sweep folder; this runs first.
-    Another sweeper plugin expands its own space, so only the shared part is composed for it.
+    Another sweeper plugin expands its own space, so only the shared part is composed for it (no jobs).
     """
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -57,13 +62,11 @@ def compose_multirun_jobs(overrides: Iterable[str]) -> int:
             base = loader.load_configuration("config", overrides, run_mode=RunMode.MULTIRUN)
             sweeper = base.hydra.sweeper
             if sweeper.get("_target_") != BASIC_SWEEPER:
-                return 0
+                return []
             params = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()]
             parsed = OverridesParser.create(config_loader=loader).parse_overrides([*params, *overrides])
             jobs = [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
-            for job in jobs:
-                loader.load_sweep_config(base, list(job))
-            return len(jobs)
+            return [loader.load_sweep_config(base, list(job)) for job in jobs]
     except COMPOSITION_ERRORS as err:
         raise ConfigError(composition_error_sentence(err)) from err
 

@@ -70,7 +70,7 @@ class TrainerConfig:
 @dataclass
 class LoggerConfig:
     tracking_uri: Optional[str] = None  # None: $MLFLOW_TRACKING_URI, else sqlite:///<runs_dir>/mlflow.db
-    experiment: str = "default"
+    experiment: str = "runs"
     run_name: Optional[str] = None
 
 

@@ -59,7 +59,8 @@ def _basic_problems(cfg: DictConfig) -> list[str]:
         p.append(f"trainer.accelerator must be one of {', '.join(ACCELERATORS)}, not '{t.accelerator}'.")
     if t.strategy not in STRATEGIES:
         p.append(f"trainer.strategy must be one of {', '.join(STRATEGIES)}, not '{t.strategy}'.")
-    if t.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+    # A dry run plans a GPU run from any machine (it says there is no GPU here); only a real run needs one.
+    if t.accelerator in ("gpu", "cuda") and not torch.cuda.is_available() and not cfg.dry_run:
         p.append("trainer.accelerator=gpu needs a CUDA device and none is visible; use trainer=cpu.")
     if t.accelerator == "cpu" and t.precision in ("16-mixed",):
         p.append("16-mixed precision needs a GPU; use 32-true or bf16-mixed on the CPU.")

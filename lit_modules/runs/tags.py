@@ -25,6 +25,9 @@ SWEEP_STUDY = "sweep.study"
 SWEEP_ROLE = "sweep.role"
 SWEEP_TRIAL = "sweep.trial_number"
 
+# Hydra multiruns (lit_modules.train -m): their parent has MULTIRUN_ROLE = PARENT_ROLE.
+MULTIRUN_ROLE = "multirun.role"
+
 PARENT_ROLE = "parent"  # the value of ABLATION_ROLE / SWEEP_ROLE on a grid's or study's parent run
 TRIAL_ROLE = "trial"
 

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
+from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 from sqlalchemy.engine import make_url
 
@@ -75,9 +76,30 @@ def get_or_create_experiment(client: MlflowClient, name: str, runs_dir: str) -> 
     if experiment is not None:
         return experiment.experiment_id
     try:
-        return client.create_experiment(name, artifact_location=artifact_location(client.tracking_uri, runs_dir))
+        created = client.create_experiment(name, artifact_location=artifact_location(client.tracking_uri, runs_dir))
     except Exception:  # noqa: BLE001 - another worker created it first
         experiment = client.get_experiment_by_name(name)
         if experiment is None:
             raise
         return experiment.experiment_id
+    _retire_empty_default(client)
+    return created
+
+
+MLFLOW_DEFAULT_EXPERIMENT = ("0", "Default")
+
+
+def _retire_empty_default(client: MlflowClient) -> None:
+    """A fresh local (SQLite) store comes with MLflow's empty `Default` experiment, which the UI lists
+    beside the platform's own (`runs`, `sweeps`): delete it while nothing is in it. A shared store's (a
+    server, a database others use) is left alone."""
+    if not client.tracking_uri.startswith("sqlite:"):
+        return
+    experiment_id, name = MLFLOW_DEFAULT_EXPERIMENT
+    try:
+        default = client.get_experiment(experiment_id)
+        if default.name == name and default.lifecycle_stage == "active" and not client.search_runs(
+                [experiment_id], max_results=1, run_view_type=ViewType.ALL):
+            client.delete_experiment(experiment_id)
+    except Exception:  # noqa: BLE001 - already gone, or a store without it: nothing to tidy
+        return

@@ -23,6 +23,7 @@ from mlflow.tracking import MlflowClient
 from analysis.verdict import INCONCLUSIVE, NO_CLAIM, REPRODUCED
 from analysis.report import main, write_report
 from analysis.sweep_report import write_sweep_report
+from lit_modules.tracking.init_stds import init_std_params
 from lit_modules.tracking.run_lifecycle import open_run
 from lit_modules.tracking.store import get_or_create_experiment, tracking_uri
 
@@ -57,6 +58,8 @@ def _child(client, exp, parent, arm, seed, tmp, status="FINISHED"):
               "budget.total_tokens": str(PER_STEP * STEPS), "budget.steps": str(STEPS),
               "budget.params_non_embedding": "5000", "model.name": "synthetic", "optim.weight_decay": str(wd),
               "regime.name": "steps", "regime.tokens_per_param": "None"}
+    params.update(init_std_params({name: 0.02 * (1 + 0.1 * seed) for name in (
+        "layers.0.attn.q_proj.weight", "layers.1.attn.q_proj.weight", "tok_emb.weight")}))
     run_id = open_run(client, exp, None, tags, params, parent_run_id=parent)
     points = []
     for step in range(1, STEPS, 2):
@@ -76,8 +79,6 @@ def _child(client, exp, parent, arm, seed, tmp, status="FINISHED"):
         for layer in (0, 1):
             points.append((f"wisca/layer{layer}/qk_l1_ratio", step, 1.0 + 0.1 * layer + 0.01 * step))
         points.append(("wisca/transitions", step, step // 2))
-    for name in ("layers.0.attn.q_proj.weight", "layers.1.attn.q_proj.weight", "tok_emb.weight"):
-        points.append((f"init/std/{name}", 0, 0.02 * (1 + 0.1 * seed)))
     for g, snr in (("emb", 0.01), ("qk", 0.1), ("mlp", 1.0)):
         points.append((f"mols/snr/{g}", 0, snr))
         points.append((f"mols/alpha/{g}", 0, math.sqrt(1.0 / snr)))
@@ -194,9 +195,14 @@ def test_per_arm_table_has_the_known_means_and_sample_sd(report):
 
 def test_report_is_logged_to_the_parent_run(ablation_store, report):
     runs_dir, parent, _ = ablation_store
+    report_path, report_text = report
     client = MlflowClient(tracking_uri(None, str(runs_dir)))
     names = {a.path for a in client.list_artifacts(parent, "report")}
-    assert "report/report.md" in names and "report/loss_vs_tokens.png" in names
+    assert {"report/report.md", "report/report.html", "report/loss_vs_tokens.png"} <= names
+    html = (report_path.parent / "report.html").read_text()
+    figures = [line for line in report_text.splitlines() if line.startswith("![")]
+    assert html.count('src="data:image/png;base64,') == len(figures) > 5  # every figure inside the page
+    assert len(html) < 5_000_000  # a page a browser loads at once
 
 
 def test_cli_resolves_the_preset_name_and_rewrites_the_report(ablation_store, tmp_path, capsys):
@@ -215,7 +221,7 @@ def test_sweep_report_lists_best_trials_and_embeds_the_summary(tmp_path):
     exp = get_or_create_experiment(client, "sweeps", str(runs_dir))
     parent = open_run(client, exp, "sweep:toy", {"sweep.study": "toy", "sweep.role": "parent"},
                       {"sweep.metric": "val/loss", "sweep.direction": "minimize", "space.optim.lr": "{...}"})
-    for number, lr in enumerate((0.001, 0.01, 0.1)):
+    for number, lr in enumerate((0.001, 0.008304419320076323, 0.1)):
         run_id = open_run(client, exp, f"toy/trial-{number}",
                           {"sweep.study": "toy", "sweep.role": "trial", "sweep.trial_number": str(number),
                            "sweep.trial_state": "COMPLETE"},
@@ -233,10 +239,16 @@ def test_sweep_report_lists_best_trials_and_embeds_the_summary(tmp_path):
     text = path.read_text()
     assert path.parent.name == "toy"
     best = [line for line in text.splitlines() if line.startswith("| 1 |")]
-    assert best and "0.01" in best[0]  # lr 0.01 has the lowest loss
+    assert best and "| 0.0083 |" in best[0]  # lr 0.0083 has the lowest loss: 3 significant digits
+    assert "0.008304419" not in text  # the exact value is in best_trials.csv
+    assert "0.008304419320076323" in (path.parent / "best_trials.csv").read_text()
     assert text.index("| 1 |") < text.index("| 0 |")
-    assert "### Sweep `toy`" in text
+    assert "### Sweep `toy`" in text and "## Study summary\n" in text and "sweeps/summary.py" not in text
     assert_valid_pngs(path, text)
+    html = (path.parent / "report.html").read_text()
+    assert html.count('src="data:image/png;base64,') == 2  # the best trials' curves and the summary's history
+    logged = {a.path for a in client.list_artifacts(parent, "report")}
+    assert "report/report.html" in logged and "report/summary" not in logged  # the summary is logged once
     # write_report recognises a sweep parent too.
     assert write_report(parent, str(runs_dir), reports_dir=tmp_path / "again").name == "report.md"
 

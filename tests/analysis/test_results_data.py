@@ -65,6 +65,8 @@ def test_the_report_from_the_csv_files_is_the_report_from_the_store(ablation, ex
     assert {"verdicts.csv", "effects.csv", "scale.csv", "seed_noise.csv", "runs.csv"} <= set(tables)
     for name in tables:
         assert (copy / name).read_bytes() == (folder / name).read_bytes(), name
+    # The HTML copy (figures embedded) is regenerated identically from the files too.
+    assert (copy / "report.html").read_text() == (folder / "report.html").read_text()
     # Without provenance, the store's own report (write_report) is the same text too.
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
     plain = write_report(parent, str(runs_dir), reports_dir=tmp_path / "reports", log_to_mlflow=False)

@@ -253,3 +253,20 @@ def optuna_storage(postgres: Postgres, request) -> str:
     """A fresh database for one test's Optuna study; the URL carries the password (masking is tested)."""
     name = "optuna_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:40]
     return postgres.url(postgres.create_database(name))
+
+
+def start_mlflow_ui(runs_dir: Path, root: Path) -> MlflowServer:
+    """`make mlflow-ui`'s launcher over the SQLite store of `runs_dir`, on a free loopback port (one worker)."""
+    port, log = free_port(), root / "mlflow-ui.log"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "lit_modules.tracking.ui_launcher",
+             "--backend-store-uri", f"sqlite:///{Path(runs_dir).resolve() / 'mlflow.db'}",
+             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).resolve().parents[2],
+            start_new_session=True,
+        )
+    server = MlflowServer(f"http://127.0.0.1:{port}", process, Path(runs_dir) / "mlartifacts", log)
+    _wait_until(lambda: _healthy(server.url), process, log, "mlflow ui")
+    return server

@@ -57,6 +57,13 @@ def test_parent_child_structure_and_resume_counts_total_trials(runs_dir: Path) -
     assert parent.info.status == "FINISHED" and "best_trial" in parent.data.tags
     artifacts = {a.path for a in mlflow_client(runs_dir).list_artifacts(parent.info.run_id, "summary")}
     assert {"summary/summary.json", "summary/trials.csv", "summary/optimization_history.png"} <= artifacts
+    # The summary once (not again under report/), and the report also as HTML with its figures inside.
+    report = {a.path for a in mlflow_client(runs_dir).list_artifacts(parent.info.run_id, "report")}
+    assert {"report/report.md", "report/report.html"} <= report and "report/summary" not in report
+    # Sampler and pruner settings are params of their own, like a run's config, not dataclass reprs.
+    params = parent.data.params
+    assert params["sweep.pruner.name"] == "median" and params["sweep.sampler.name"] == "tpe"
+    assert not any("Config(" in v for v in params.values())
 
 
 def test_a_diverging_trial_fails_with_its_reason_and_the_study_goes_on(runs_dir: Path, tmp_path: Path) -> None:

@@ -104,10 +104,10 @@ def test_diagnostics_are_logged_to_mlflow_end_to_end(tmp_path):
         "fidelity.init.emb": "assumed", "fidelity.init.head": "assumed",
     }
     # Step 0 of small init: std = d_in^-1 per matrix (tiny: d_model 64, d_ff 192).
-    metrics = client.get_run(result.run_id).data.metrics
-    assert metrics["init/std/layers.0.attn.q_proj.weight"] == pytest.approx(1 / 64, rel=0.05)
-    assert metrics["init/std/layers.0.mlp.down_proj.weight"] == pytest.approx(1 / 192, rel=0.05)
-    assert metrics["init/std/layers.0.attn.gate_proj.weight"] == pytest.approx(1 / 64, rel=0.05)
+    params = client.get_run(result.run_id).data.params
+    assert float(params["init_std.layers.0.attn.q_proj.weight"]) == pytest.approx(1 / 64, rel=0.05)
+    assert float(params["init_std.layers.0.mlp.down_proj.weight"]) == pytest.approx(1 / 192, rel=0.05)
+    assert float(params["init_std.layers.0.attn.gate_proj.weight"]) == pytest.approx(1 / 64, rel=0.05)
     heatmaps = [
         f.path
         for step_dir in client.list_artifacts(result.run_id, "diagnostics")

@@ -1,0 +1,39 @@
+"""A clean terminal: the libraries' banners, known deprecation warnings and progress bars stay quiet.
+
+Silenced: Lightning's start-up banners ("GPU available", "TPU available", the litlogger/litmodels tips)
+and its "`Trainer.fit` stopped: `max_steps` reached" line (all INFO messages of its rank-zero logger;
+its warnings still show), torch's `LeafSpec` FutureWarning (raised inside Lightning, nothing a user can
+change), and the tqdm bars of `datasets` and lm-eval during evaluation. The platform prints its own
+progress instead (lit_modules.callbacks.live_progress, the sweep and ablation drivers' lines).
+
+tqdm reads its environment once, when it is first imported, so an entry point imports this module
+before anything that imports tqdm (Lightning, Optuna, datasets); `TQDM_DISABLE=0` brings the bars back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+os.environ.setdefault("TQDM_DISABLE", "1")
+os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+
+# Set by a driver that prints its own line per finished cell (sweeps.ablate): the cells then print none.
+DRIVER_PRINTS_ENV = "LLM_ABLATE_DRIVER_PRINTS"
+
+QUIET_LOGGERS = (
+    "lightning.pytorch.utilities.rank_zero",  # GPU/TPU available, tips, `Trainer.fit` stopped
+    "lightning.fabric.utilities.rank_zero",
+    "lightning.pytorch.accelerators.cuda",  # LOCAL_RANK / CUDA_VISIBLE_DEVICES banner
+)
+KNOWN_WARNINGS = (
+    (r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning),
+)
+
+
+def quiet_libraries() -> None:
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for message, category in KNOWN_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category)
