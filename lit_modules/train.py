@@ -152,9 +152,7 @@ def run(
     L.seed_everything(cfg.seed, verbose=False)
     techniques = checked.techniques
     data = build_data(cfg)
-    model, init_stds = build_model(cfg, techniques)
-    if init_weights is not None:
-        init_weights.load_into(model)
+    model, init_stds = build_model(cfg, techniques, init_weights.load_into if init_weights is not None else None)
 
     module = build_module(cfg, model, techniques, budget, data.bytes_per_token)
 

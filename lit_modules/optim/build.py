@@ -60,19 +60,21 @@ def build_optimizer(
             if others:
                 adam_specs.append(replace(s, name=f"{s.name}.non_matrix", params=[p for p, _ in others],
                                           param_names=[n for _, n in others]))
+        muon_groups = _torch_groups(muon_specs, optim_cfg.muon_lr, optim_cfg.weight_decay)
+        # None when nothing trainable is a hidden matrix (e.g. LoRA: only adapter factors train).
         muon = torch.optim.Muon(
-            _torch_groups(muon_specs, optim_cfg.muon_lr, optim_cfg.weight_decay),
+            muon_groups,
             lr=optim_cfg.muon_lr,
             momentum=optim_cfg.muon_momentum,
             adjust_lr_fn=optim_cfg.muon_adjust_lr,
-        )
+        ) if muon_groups else None
         adam = torch.optim.AdamW(
             _torch_groups(adam_specs, optim_cfg.lr, optim_cfg.weight_decay),
             lr=optim_cfg.lr,
             betas=betas,
             eps=optim_cfg.eps,
         )
-        return CompositeOptimizer([muon, adam])
+        return CompositeOptimizer([muon, adam] if muon is not None else [adam])
     raise ValueError(f"Unknown optimizer '{optim_cfg.name}'.")
 
 
