@@ -8,7 +8,9 @@ from typing import Callable, Iterable
 import torch
 from torch import nn
 
+from lit_modules.optim.adam_mini import AdamMini
 from lit_modules.optim.composite import CompositeOptimizer
+from lit_modules.optim.lamb import Lamb
 from lit_modules.optim.param_groups import GroupSpec, build_group_specs
 from lit_modules.optim.schedules import GroupScaledSchedule, schedule_fn
 
@@ -17,6 +19,8 @@ from lit_modules.optim.schedules import GroupScaledSchedule, schedule_fn
 MUON_FAMILIES = ("qk", "vo", "attn_gate", "mlp")
 
 GroupEditor = Callable[[list[GroupSpec]], None]
+# Optimizers with Adam's per-coordinate (or per-block) normalized step: MoLS scales their groups' rates.
+ADAM_FAMILY = (torch.optim.Adam, torch.optim.AdamW, torch.optim.NAdam, AdamMini, Lamb)
 
 
 def _torch_groups(specs: Iterable[GroupSpec], lr: float, weight_decay: float) -> list[dict]:
@@ -45,6 +49,15 @@ def build_optimizer(
     if optim_cfg.name == "adamw":
         groups = _torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay)
         return torch.optim.AdamW(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps)
+    if optim_cfg.name == "nadam":  # decoupled decay, as AdamW's
+        groups = _torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay)
+        return torch.optim.NAdam(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps, decoupled_weight_decay=True)
+    if optim_cfg.name == "lamb":
+        return Lamb(_torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay), lr=optim_cfg.lr, betas=betas,
+                    eps=optim_cfg.eps)
+    if optim_cfg.name == "adam_mini":
+        groups = _torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay)
+        return AdamMini(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps, head_dim=_head_dim(model))
     if optim_cfg.name == "muon":
         muon_specs, adam_specs = [], []
         for s in specs:
@@ -76,6 +89,14 @@ def build_optimizer(
         )
         return CompositeOptimizer([muon, adam] if muon is not None else [adam])
     raise ValueError(f"Unknown optimizer '{optim_cfg.name}'.")
+
+
+def _head_dim(model: nn.Module) -> int:
+    """Rows of q_proj/k_proj per attention head (Adam-mini's q/k blocks); a compiled model keeps its cfg."""
+    cfg = getattr(model, "cfg", None) or getattr(getattr(model, "_orig_mod", None), "cfg", None)
+    if cfg is None:
+        raise ValueError("optim=adam_mini needs the model's config (cfg.head_dim) to split q/k into heads.")
+    return cfg.head_dim
 
 
 def build_schedule(optimizer: torch.optim.Optimizer, schedule_cfg, steps: int, warmup: int) -> GroupScaledSchedule:

@@ -168,6 +168,7 @@ class Wisca(Technique):
         return p
 
     def problems(self, cfg: Any, context: TechniqueContext | None = None) -> list[str]:
+        knob = "techniques.wisca"
         p = self.knob_problems()
         trainer = cfg.get("trainer") or {}
         if trainer.get("strategy") == "fsdp":
@@ -178,6 +179,12 @@ class Wisca(Technique):
             p.append(
                 "WISCA is exactly output-preserving only with fp32 weights, and trainer.precision=bf16-true "
                 "has no fp32 master copy; use bf16-mixed."
+            )
+        optim = cfg.get("optim") or {}
+        if optim.get("name") == "adam_mini" and self.opt_state != "keep":
+            p.append(
+                f"{knob}.opt_state={self.opt_state} has no rule for Adam-mini's per-block second moments (one "
+                f"value shared by rows a channel-level factor scales differently); use {knob}.opt_state=keep."
             )
         # Exactness is a property of the model as trained, whenever a transition runs: an at-init transition
         # scales raw weights before the PC layer is attached, which is the same as scaling them after.

@@ -139,6 +139,16 @@ def test_under_muon_only_adamw_groups_are_scaled():
     assert scaled["emb"] == 2.0 and scaled["head"] == 0.25 and scaled["norm"] == 1.0
 
 
+@pytest.mark.parametrize("optim_name", ["adam_mini", "nadam", "lamb"])
+def test_manual_multipliers_scale_the_blocks_of_every_adam_family_optimizer(optim_name):
+    # Adam-mini's per-block rates are its group's lr: MoLS scales them through lr_scale like AdamW's.
+    scales = {"emb": 2.0, "qk": 0.5, "vo": 1.0, "mlp": 3.0, "head": 0.25}
+    optimizer, lrs, _ = apply_manual(optim_name, scales, decay_follows_lr=True)
+    for g in optimizer.param_groups:
+        assert g["lr_scale"] == scales.get(g["family"], 1.0)
+        assert lrs[g["name"]] == pytest.approx(1e-3 * 0.3 * scales.get(g["family"], 1.0))
+
+
 def test_callback_state_round_trips():
     _, _, callback = apply_manual("adamw", {"emb": 2.0, "qk": 0.5}, decay_follows_lr=False)
     restored = MoLS().callback()

@@ -95,6 +95,7 @@ def test_periodic_lora_transitions_in_a_run(tmp_path):
         ({"wisca": "lora_tensor"}, "this run has none; add lora=lora"),
         ({"wisca": "qk_tensor", "lora": "lora"}, "cannot rescale q_proj and k_proj exactly: its LoRA adapter"),
         ({"wisca": "lora_tensor", "lora": "lora", "techniques.wisca.at_init": "true"}, "at_init=true transitions before"),
+        ({"wisca": "qk_vo_tensor", "optim": "adam_mini", "techniques.wisca.opt_state": "rescale"}, "use techniques.wisca.opt_state=keep"),
     ],
 )
 def test_wisca_on_lora_refusals(tmp_path, overrides, words):
