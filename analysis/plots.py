@@ -341,9 +341,9 @@ def plot_vs_param(ab: Ablation, spec: dict, path: Path) -> Path | None:
     if frame["wd"].nunique() < 2:
         return None
     fig, axes = _figure(1, len(metrics), width=5.5)
-    for ax, (title, spec) in zip(axes[0], metrics.items()):
-        column = f"value:{spec}"
-        frame[column] = [run_value(ab, row, spec) for _, row in frame.iterrows()]
+    for ax, (title, metric) in zip(axes[0], metrics.items()):  # `spec` stays the figure's own settings
+        column = f"value:{metric}"
+        frame[column] = [run_value(ab, row, metric) for _, row in frame.iterrows()]
         if not np.isfinite(frame[column].to_numpy(dtype=float)).any():
             ax.set_visible(False)
             continue

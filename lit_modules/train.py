@@ -228,7 +228,7 @@ def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniq
 def _evaluate(cfg: DictConfig, module, techniques, data, client: MlflowClient, run_id: str, step: int) -> dict:
     """lm-eval on the model as it would be deployed (techniques' inference forms, e.g. merged PC weights)."""
     eval_cfg = OmegaConf.to_object(cfg.eval)
-    if not (eval_cfg.tasks or eval_cfg.probe):
+    if not (eval_cfg.tasks or eval_cfg.probe or eval_cfg.sampled):
         return {}
     from lit_modules.evaluation import evaluate_run, log_outcome
 
