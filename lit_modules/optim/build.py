@@ -16,7 +16,7 @@ from lit_modules.optim.schedules import GroupScaledSchedule, schedule_fn
 
 # Families whose 2-D weights Muon orthogonalizes; embeddings, head and gains stay with AdamW, as in
 # the Muon reference setups.
-MUON_FAMILIES = ("qk", "vo", "attn_gate", "mlp")
+MUON_FAMILIES = ("qk", "vo", "attn_gate", "mlp", "experts")  # an MoE router stays with AdamW, as the embeddings
 
 GroupEditor = Callable[[list[GroupSpec]], None]
 # Optimizers with Adam's per-coordinate (or per-block) normalized step: MoLS scales their groups' rates.
