@@ -10,6 +10,7 @@ Here the partition is read from the family each group already carries (lit_modul
     emb (tok_emb), head (lm_head)    one row (one token)                        "one lr per token"
     qk  (q_proj, k_proj)             one head: head_dim consecutive rows         "one lr per head"
     vo  (v_proj, o_proj), mlp        one row (one output neuron)                 "one lr per neuron"
+    router, experts (MoE, under mlp) one row                                       (their names hold "mlp")
     attn_gate, norm, other           the whole tensor                            the default block
     lora_* (LoRA factors)            one row  [our choice: 1.1.1 would match q_proj in an adapter's name and
                                               reshape a rank-r factor by the head size, which does not fit]
@@ -30,7 +31,7 @@ from typing import Any, Callable, Optional
 import torch
 
 WHOLE_TENSOR = 0  # block_rows for a tensor that shares one v
-ROW_FAMILIES = ("emb", "head", "vo", "mlp", "lora_qk", "lora_vo", "lora_attn_gate", "lora_mlp")
+ROW_FAMILIES = ("emb", "head", "vo", "mlp", "router", "experts", "lora_qk", "lora_vo", "lora_attn_gate", "lora_mlp")
 HEAD_FAMILIES = ("qk",)
 
 
