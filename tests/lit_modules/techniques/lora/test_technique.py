@@ -100,3 +100,6 @@ def test_the_fine_tune_driver_refuses_an_unknown_technique_option():
 
     with pytest.raises(ConfigError, match="no lora 'dora'"):
         check_run_overrides(["lora=dora"])
+    with pytest.raises(ConfigError, match="selects a config group, but a fine-tune keeps its base run's config"):
+        check_run_overrides(["model=small"])  # other groups stay refused
+    check_run_overrides(["lora=pissa", "wisca=lora_tensor", "techniques.lora.rank=4"])
