@@ -12,7 +12,7 @@ from lit_modules.optim.build import build_optimizer
 from lit_modules.optim.param_groups import build_group_specs
 from lit_modules.optim.schedules import GroupScaledSchedule
 from lit_modules.techniques.mols import MoLS
-from lit_modules.techniques.mols.groups import FIXED, group_of
+from lit_modules.techniques.mols.groups import FIXED, group_of, scaled_groups
 
 CASES = list(
     itertools.product(
@@ -69,6 +69,25 @@ def test_every_trainable_parameter_is_in_exactly_one_group(attn_gate, tie, norm_
 
 def test_unknown_families_stay_fixed():
     assert group_of("other") == FIXED
+
+
+@pytest.mark.parametrize("family", ["router", "experts", "lora_qk", "lora_vo", "lora_attn_gate", "lora_mlp"])
+def test_the_variants_families_are_groups_of_their_own_scaled_only_when_named(family):
+    assert group_of(family) == family
+    assert scaled_groups(["qk", family], "exclude", "vo") == ["qk", family]
+    assert family not in scaled_groups(["qk", "vo"], "exclude", "vo")
+
+
+def test_manual_multipliers_reach_adapter_groups():
+    from lit_modules.techniques.lora import Lora
+
+    model = Lora(rank=2).transform_loaded_model(tiny_model())
+    optimizer = build_optimizer(model, SimpleNamespace(name="adamw", lr=1e-3, betas=[0.9, 0.95], eps=1e-8,
+                                                       weight_decay=0.1, wd_exclude="none"))
+    callback = MoLS(mode="manual", manual_scales={"lora_qk": 2.0, "lora_mlp": 0.5}).callback()
+    callback.on_train_batch_start(fake_trainer(optimizer, 0), None, None, 0)
+    assert {g["family"]: g["lr_scale"] for g in optimizer.param_groups} == {"lora_qk": 2.0, "lora_vo": 1.0,
+                                                                              "lora_mlp": 0.5}
 
 
 # --------------------------------------------------------------------- applying multipliers
