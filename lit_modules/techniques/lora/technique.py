@@ -8,7 +8,8 @@ The adapters attach in `transform_loaded_model`, i.e. once the starting weights 
 initialization and after `init_from`'s weights are loaded), so PiSSA factors the weights being fine-tuned.
 Every other parameter is frozen (requires_grad=False: it is in no optimizer group and keeps no state). For
 evaluation and export the adapters are merged into plain weights (`prepare_for_inference`). The math and the
-variants are in `adapter.py`. Not implemented: adapters on the embedding or the LM head, adapter dropout.
+variants are in `adapter.py`. Not implemented: adapters on the embedding, the LM head or a mixture of
+experts' FFN (refused), adapter dropout.
 
 Decay, Muon and MoLS see the factors as families of their own (lora_qk, lora_vo, lora_attn_gate, lora_mlp):
 they are decayed like any 2-D weight under optim.wd_exclude, stay with AdamW under optim=muon (Muon's
@@ -87,6 +88,10 @@ class Lora(Technique):
         return p
 
     def structure_problems(self, model: nn.Module) -> list[str]:
+        ffn = [t for t in self.targets if TARGET_PATHS[t].startswith("mlp.")]
+        if ffn and getattr(getattr(model, "cfg", None), "is_moe", False):
+            return [f"LoRA adapters on a mixture of experts' FFN ({', '.join(ffn)}) are not implemented; keep "
+                    "techniques.lora.targets to the attention projections (q_proj, k_proj, v_proj, o_proj)."]
         targeted = _targeted(model, self.targets)
         if not targeted:
             return [f"techniques.lora.targets {', '.join(self.targets)} match no Linear of this model."]

@@ -38,6 +38,7 @@ def test_each_option_composes_its_variant(tmp_path, option, variant, alpha):
         ({"pc_layer": "level4"}, "already parametrized"),
         ({"techniques.lora.targets": "[attn_gate]"}, "match no Linear"),
         ({"init_from": "null"}, "pass init_from=<run id or checkpoint>"),
+        ({"model": "tiny_moe"}, "on a mixture of experts' FFN"),
     ],
 )
 def test_bad_lora_settings_are_refused_in_one_sentence(tmp_path, extra, words):
