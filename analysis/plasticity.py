@@ -10,8 +10,9 @@ MLflow store) and `make report FROM=results/wd_plasticity` (from exported CSVs) 
 Per run: its base val/loss, the fine-tune's target loss before and after and their difference (plasticity),
 the train-validation gap (final val/loss minus the mean of the last TRAIN_TAIL logged train/loss values, one
 micro-batch each), the attention pseudo-ranks, the linear-probe accuracy and, when the fine-tune's eval asked
-for them (eval.sampled), its sampled-generation metrics (greedy Pass@1, Pass@k, Maj@k: `sampled_<task>_<metric>`); per (regime, lambda): mean +/-
-sd over seeds, and per regime whether the lambda with the best base loss is the one with the most
+for them (eval.sampled), its sampled-generation metrics (greedy Pass@1, Pass@k, Maj@k:
+`sampled_<task>_<metric>`); per (regime, lambda): mean +/- sd over seeds, and per regime whether the lambda
+with the best base loss is the one with the most
 plasticity (and, with the per-run rows, whether both differences are significant paired by seed).
 """
 

@@ -88,7 +88,8 @@ def majority_correct(answers: Sequence[Optional[str]], reference: str) -> bool:
 
 def _requests(prompts: Sequence[Prompt], repeats: int, gen_kwargs: dict) -> list[Instance]:
     return [
-        Instance("generate_until", doc={"answer": p.answer}, arguments=(p.context, dict(gen_kwargs)), idx=i, repeats=repeats)
+        Instance("generate_until", doc={"answer": p.answer}, arguments=(p.context, dict(gen_kwargs)), idx=i,
+                 repeats=repeats)
         for i, p in enumerate(prompts)
         for _ in range(repeats)
     ]
@@ -101,7 +102,8 @@ def sampled_metrics(lm, task: str, cfg: SampledConfig) -> dict[str, float]:
     prompts = task_prompts(task, cfg.prompts, cfg.seed)
     stop = {"until": ["\n"], "max_gen_toks": cfg.max_gen_toks}
     greedy = lm.generate_until(_requests(prompts, 1, {**stop, "do_sample": False, "temperature": 0.0}))
-    sampled = lm.generate_until(_requests(prompts, cfg.samples, {**stop, "do_sample": True, "temperature": cfg.temperature}))
+    sampling = {**stop, "do_sample": True, "temperature": cfg.temperature}
+    sampled = lm.generate_until(_requests(prompts, cfg.samples, sampling))
     n = cfg.samples
     greedy_hits = pass1 = passk = majk = 0.0
     for i, prompt in enumerate(prompts):

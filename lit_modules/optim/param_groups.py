@@ -4,8 +4,9 @@ Families: emb, qk, vo, attn_gate, mlp, norm, head (and `other` for anything a te
 those modules). A LoRA adapter's factors (`...lora_A`, `...lora_B`, see techniques/lora/) are their own family,
 `lora_<family of the adapted weight>` (lora_qk, lora_vo, lora_attn_gate, lora_mlp), so decay, MoLS groups and
 Muon treat them apart from the frozen weights they adapt. A mixture of experts' router and routed experts are
-the families `router` and `experts` (its shared expert is `mlp`). Each family may split into a decayed and a non-decayed group, depending on the
-weight-decay exclusion policy. Every trainable parameter lands in exactly one group.
+the families `router` and `experts` (its shared expert is `mlp`). Each family may split into a decayed and a
+non-decayed group, depending on the weight-decay exclusion policy. Every trainable parameter lands in exactly
+one group.
 
 Each group carries `lr_scale` (multiplied into the schedule every step, so a technique such as a
 module-wise learning-rate rule changes one number and the schedule picks it up) and `family`.
