@@ -72,6 +72,8 @@ class PCLayer(Technique):
         self.power_iters = power_iters
         self.eps = eps
         # Mixture of experts: also precondition each routed and shared expert's FFN targets (gate/up/down).
+        # Not in the conf/pc_layer files (their nodes, hence the presets' hashes, stay as they were): set it
+        # with +techniques.pc_layer.experts=true.
         self.experts = experts
 
     # --- validation -----------------------------------------------------------------------------
