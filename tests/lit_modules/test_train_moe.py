@@ -43,7 +43,7 @@ def test_moe_ddp_two_processes_match_one_process(tmp_path):
     ddp = run(compose_run_config(tiny_overrides(tmp_path, steps=10, trainer="ddp", **extra,
                                                 **{"data.batch_size": "4", "data.val_batches": "8"})))
     assert ddp.status == "FINISHED" and len(all_runs(tmp_path)) == 2
-    assert abs(single.metrics["val/loss"] - ddp.metrics["val/loss"]) < 1e-4
+    assert abs(single.metrics["val/loss"] - ddp.metrics["val/loss"]) < 1e-4, (single.metrics["val/loss"], ddp.metrics["val/loss"])
 
 
 def test_the_techniques_run_on_a_moe_model(tmp_path):
