@@ -247,8 +247,12 @@ def scale_of(ab: Ablation, arms: list[str], paper_tpp: float | None = None) -> S
         return float(numeric(rows[col]).median()) if col in rows and not rows.empty else float("nan")
 
     variant = split_arm(arms[0])[1] if arms else ""
-    return Scale(median("params.budget.params_total"), median("params.budget.params_non_embedding"),
-                 median("params.budget.total_tokens"), paper_tpp, variant)
+    # A mixture of experts records the non-embedding parameters a token uses: its TPP counts those
+    # (lit_modules/model/counting.py); a dense run records none and its count is the plain one.
+    active = median("params.budget.params_active_non_embedding")
+    non_embedding = active if math.isfinite(active) else median("params.budget.params_non_embedding")
+    return Scale(median("params.budget.params_total"), non_embedding, median("params.budget.total_tokens"),
+                 paper_tpp, variant)
 
 
 def scale_table(ab: Ablation, claim: Claim) -> pd.DataFrame:

@@ -9,8 +9,10 @@ MLflow store) and `make report FROM=results/wd_plasticity` (from exported CSVs) 
 
 Per run: its base val/loss, the fine-tune's target loss before and after and their difference (plasticity),
 the train-validation gap (final val/loss minus the mean of the last TRAIN_TAIL logged train/loss values, one
-micro-batch each), the attention pseudo-ranks and the linear-probe accuracy; per (regime, lambda): mean +/-
-sd over seeds, and per regime whether the lambda with the best base loss is the one with the most
+micro-batch each), the attention pseudo-ranks, the linear-probe accuracy and, when the fine-tune's eval asked
+for them (eval.sampled), its sampled-generation metrics (greedy Pass@1, Pass@k, Maj@k:
+`sampled_<task>_<metric>`); per (regime, lambda): mean +/- sd over seeds, and per regime whether the lambda
+with the best base loss is the one with the most
 plasticity (and, with the per-run rows, whether both differences are significant paired by seed).
 """
 
@@ -30,6 +32,8 @@ from lit_modules.runs import tags
 PSEUDO_RANK = "diag/attention_rank/{kind}/pseudo_rank_tau0.01"
 PROBE_BEST = "eval/probe/best_acc"
 PROBE_LAYER = re.compile(r"metrics\.eval/probe/layer_(\d+)/acc")
+# The fine-tune's sampled-generation metrics (lit_modules/evaluation/sampled.py), when its eval asked for them.
+SAMPLED = re.compile(r"metrics\.eval/(\w+)/(greedy_pass_at_1|pass_at_\d+|maj_at_\d+)")
 # (column, header): the per-run quantities the table shows (summary.csv also has per-layer probe accuracy).
 QUANTITIES = [
     ("base_val_loss", "base val/loss"),
@@ -134,6 +138,10 @@ def plasticity_rows(ab: Ablation, recipe_hash: str) -> pd.DataFrame:
         for col in layers:
             if pd.notna(base[col]):
                 row[f"probe_layer_{PROBE_LAYER.fullmatch(col).group(1)}_acc"] = float(base[col])
+        for col, value in (tuned.items() if tuned is not None else ()):
+            found = SAMPLED.fullmatch(str(col))
+            if found and pd.notna(value):
+                row[f"sampled_{found.group(1)}_{found.group(2)}"] = float(value)
         rows.append(row)
     return pd.DataFrame(rows, columns=None if rows else [
         "run_id", "finetune_run_id", "arm", "regime", "weight_decay", "seed", "tokens", *(c for c, _ in QUANTITIES)])
@@ -171,7 +179,7 @@ def _text(value) -> str | None:
 
 def summarize(rows: pd.DataFrame) -> pd.DataFrame:
     """Per (regime, weight_decay): n, and per quantity mean, sample sd (NaN for n = 1), min and max."""
-    columns = [c for c, _ in QUANTITIES] + sorted(c for c in rows.columns if c.startswith("probe_layer_"))
+    columns = [c for c, _ in QUANTITIES] + sorted(c for c in rows.columns if c.startswith(("probe_layer_", "sampled_")))
     out = []
     for (regime, wd), group in rows.groupby(["regime", "weight_decay"], sort=True):
         entry = {"regime": regime, "weight_decay": wd, "n_seeds": len(group),

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Callable
 
 import lightning as L
 import torch
@@ -73,13 +74,22 @@ def build_data(cfg: DictConfig) -> DataBundle:
     return DataBundle(tokenizer, datamodule, shards.key, shards.bytes_per_token("heldout"), corpus, shards)
 
 
-def build_model(cfg: DictConfig, techniques: list[Technique]) -> tuple[nn.Module, dict[str, float]]:
-    """Same seed, same weights: initialization draws from a generator seeded by the run seed."""
+def build_model(
+    cfg: DictConfig, techniques: list[Technique], load_start: Callable[[nn.Module], None] | None = None
+) -> tuple[nn.Module, dict[str, float]]:
+    """Same seed, same weights: initialization draws from a generator seeded by the run seed.
+
+    Order: initialize, each technique's `transform_model`, `load_start(model)` (init_from's weights), then each
+    technique's `transform_loaded_model` (what must see the starting weights, e.g. LoRA/PiSSA adapters)."""
     model = Llama(OmegaConf.to_object(cfg.model))
     generator = torch.Generator().manual_seed(cfg.seed)
     init_stds = init_weights(model, OmegaConf.to_object(cfg.init), generator=generator)
     for technique in techniques:
         model = technique.transform_model(model)
+    if load_start is not None:
+        load_start(model)
+    for technique in techniques:
+        model = technique.transform_loaded_model(model)
     return model, init_stds
 
 

@@ -2,6 +2,7 @@
 
     python -m lit_modules.finetune base_run=<MLflow run id> [finetune=python_docs] [runs_dir=runs]
                                    [finetune.<recipe field>=value ...] [<run config key>=value ...]
+                                   [<technique>=<option> ...]     # e.g. lora=pissa wisca=lora_tensor
 
 "Plasticity" (Han et al., arXiv 2602.11137; papers.md section 5) is the gain a base model gets from the same
 fine-tuning. Here, on the target corpus's held-out split:
@@ -128,13 +129,38 @@ def finetune_config(
     if base.parent_id:
         linked[tags.FINETUNE_GRID_PARENT] = base.parent_id
     cfg.tags = linked
-    overrides = list(overrides)
+    added, overrides = split_technique_options(overrides)
+    for name, node in technique_nodes(added).items():
+        cfg.techniques[name] = node
     if overrides:
         try:
             cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(overrides))
         except OmegaConfBaseException as err:
             raise ConfigError(override_error_sentence(err)) from None
     return cfg
+
+
+def split_technique_options(words: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(technique options like `lora=pissa`, the other words): a fine-tune may add a technique to its base's."""
+    from lit_modules.techniques import TECHNIQUES
+
+    techniques, rest = [], []
+    for word in words:
+        key = word.split("=", 1)[0]
+        (techniques if key in TECHNIQUES and "=" in word else rest).append(word)
+    return techniques, rest
+
+
+def technique_nodes(options: list[str]) -> dict[str, DictConfig]:
+    """`techniques.<name>` as `<name>=<option>` composes it (interpolations such as ${seed} kept, so they
+    resolve against the fine-tune's own config)."""
+    if not options:
+        return {}
+    from lit_modules.config.composition import compose_run_config
+
+    composed = compose_run_config(options)
+    names = [word.split("=", 1)[0] for word in options]
+    return {name: OmegaConf.create(OmegaConf.to_container(composed.techniques[name], resolve=False)) for name in names}
 
 
 def check_run_overrides(overrides: Iterable[str]) -> None:
@@ -144,13 +170,18 @@ def check_run_overrides(overrides: Iterable[str]) -> None:
     in; keys and types are checked against the schema here (a technique's own keys, which only the base
     run's config has, when the fine-tune config is made).
     """
-    overrides = list(overrides)
+    added, overrides = split_technique_options(overrides)
+    for word in added:
+        name, option = word.split("=", 1)
+        if not files.has_option(name, option):
+            raise ConfigError(files.missing_option_sentence(name, option))
     for word in overrides:
         key = word.split("=", 1)[0]
         if "." not in key and files.is_group(key):
             raise ConfigError(
                 f"{word} selects a config group, but a fine-tune keeps its base run's config; "
-                "change single keys (e.g. optim.weight_decay=0.1) or the recipe (finetune.<field>=...)."
+                "change single keys (e.g. optim.weight_decay=0.1), add a technique (e.g. lora=pissa) "
+                "or change the recipe (finetune.<field>=...)."
             )
     try:
         OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.from_dotlist(overrides))

@@ -53,16 +53,22 @@ class CausalLMModule(L.LightningModule):
         return self._next_token_loss(self.model(x), y)
 
     def training_objective(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """(what the optimizer minimizes, the next-token loss, the techniques' loss terms)."""
-        if not self._loss_terms:
+        """(what the optimizer minimizes, the next-token loss, the techniques' and the model's loss terms).
+
+        A model may report auxiliary losses of its last forward through `aux_losses()` (name -> scalar, e.g.
+        a mixture of experts' load-balancing loss); they are added and logged like the techniques' terms."""
+        aux_losses = getattr(self.model, "aux_losses", None)
+        if not self._loss_terms and aux_losses is None:
             loss = self._loss(batch)
             return loss, loss, {}
         x, y = batch
         logits = self.model(x)
         loss = self._next_token_loss(logits, y)
-        terms: dict[str, torch.Tensor] = {}
+        terms: dict[str, torch.Tensor] = dict(aux_losses()) if aux_losses is not None else {}
         for loss_terms in self._loss_terms:
             terms.update(loss_terms(logits, batch))
+        if not terms:
+            return loss, loss, {}
         return loss + sum(terms.values()), loss, terms
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:

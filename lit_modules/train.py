@@ -44,6 +44,8 @@ from lit_modules.config.validate import validated
 from lit_modules.data import DataError
 from lit_modules.distributed.ranks import launched_ranks
 from lit_modules.evaluation.errors import EvalError
+from lit_modules.model.config import ADDED_DEFAULTS as MODEL_ADDED_DEFAULTS
+from lit_modules.model.init import ADDED_DEFAULTS as INIT_ADDED_DEFAULTS
 from lit_modules.resume import init_weights_from, resolve_resume
 from lit_modules.runs import tags as run_tags
 from lit_modules.runs.finished import CONFIG_SIDECAR
@@ -64,6 +66,7 @@ from lit_modules.tracking.uri_masking import mask_password, mask_tree
 # Run-management fields: they change how a run is driven, not what it computes.
 NOT_IDENTITY = ("dry_run", "resume", "logger", "runs_dir", "parent_run_id", "tags", "diagnostics", "eval")
 NOT_IDENTITY_TRAINER = ("stop_after_steps", "num_threads", "checkpoint_every_n_steps")
+ADDED_FIELD_DEFAULTS = {"model": MODEL_ADDED_DEFAULTS, "init": INIT_ADDED_DEFAULTS}
 
 
 @dataclass
@@ -78,6 +81,11 @@ class RunResult:
 def identity_of(resolved: dict) -> dict:
     identity = {k: v for k, v in resolved.items() if k not in NOT_IDENTITY}
     identity["trainer"] = {k: v for k, v in resolved["trainer"].items() if k not in NOT_IDENTITY_TRAINER}
+    # Fields added later, at their "not used" value, are left out: a run recorded before they existed keeps
+    # its hash (so a finished cell is still skipped), and any other value makes a new identity.
+    for group, added in ADDED_FIELD_DEFAULTS.items():
+        if isinstance(identity.get(group), dict):
+            identity[group] = {k: v for k, v in identity[group].items() if not (k in added and v == added[k])}
     return identity
 
 
@@ -99,7 +107,9 @@ def _eta_seconds(cfg: DictConfig, budget: Budget) -> float | None:
 def describe(cfg: DictConfig, budget: Budget) -> str:
     eta = _eta_seconds(cfg, budget)
     lines = [
-        f"model        {cfg.model.name}: {budget.params_total:,} parameters ({budget.params_non_embedding:,} non-embedding)",
+        f"model        {cfg.model.name}: {budget.params_total:,} parameters ({budget.params_non_embedding:,} non-embedding)"
+        + (f"; {budget.params_active_non_embedding:,} non-embedding active per token (TPP counts these)"
+           if budget.params_active_non_embedding not in (None, budget.params_non_embedding) else ""),
         f"tokens/step  {budget.tokens_per_step:,} (batch {cfg.data.batch_size} x seq {cfg.data.seq_len}"
         f" x world {budget.tokens_per_step // (cfg.data.batch_size * cfg.data.seq_len * cfg.trainer.accumulate_grad_batches)}"
         f" x accumulation {cfg.trainer.accumulate_grad_batches})",
@@ -166,9 +176,7 @@ def run(
     L.seed_everything(cfg.seed, verbose=False)
     techniques = checked.techniques
     data = build_data(cfg)
-    model, init_stds = build_model(cfg, techniques)
-    if init_weights is not None:
-        init_weights.load_into(model)
+    model, init_stds = build_model(cfg, techniques, init_weights.load_into if init_weights is not None else None)
 
     module = build_module(cfg, model, techniques, budget, data.bytes_per_token)
 
@@ -249,7 +257,7 @@ def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniq
 def _evaluate(cfg: DictConfig, module, techniques, data, client: MlflowClient, run_id: str, step: int) -> dict:
     """lm-eval on the model as it would be deployed (techniques' inference forms, e.g. merged PC weights)."""
     eval_cfg = OmegaConf.to_object(cfg.eval)
-    if not (eval_cfg.tasks or eval_cfg.probe):
+    if not (eval_cfg.tasks or eval_cfg.probe or eval_cfg.sampled):
         return {}
     from lit_modules.evaluation import evaluate_run, log_outcome
 

@@ -21,9 +21,13 @@ class Budget:
     flops_per_token: float
     tokens_per_param: float  # achieved, against the count the regime names
     requested_tokens: int | None = None  # what the regime asked for, before rounding down to whole steps
+    params_active_non_embedding: int | None = None  # per token (MoE: top-k experts); = non_embedding when dense
 
     def as_dict(self) -> dict:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        if out["params_active_non_embedding"] in (None, self.params_non_embedding):
+            del out["params_active_non_embedding"]  # dense: the same number, recorded as before
+        return out
 
 
 def model_config(node) -> LlamaConfig:
@@ -48,7 +52,8 @@ def compute_budget(cfg) -> Budget:
     tokens_per_step = (
         cfg.data.batch_size * cfg.data.seq_len * world_size(cfg) * cfg.trainer.accumulate_grad_batches
     )
-    counted = counts["non_embedding"] if cfg.regime.param_count == "non_embedding" else counts["total"]
+    # Tokens per ACTIVE parameter: the same count as before for a dense model (model/counting.py).
+    counted = counts["active_non_embedding"] if cfg.regime.param_count == "non_embedding" else counts["active"]
     if cfg.regime.tokens_per_param is not None:
         tokens = int(cfg.regime.tokens_per_param * counted)
     elif cfg.regime.tokens is not None:
@@ -76,4 +81,5 @@ def compute_budget(cfg) -> Budget:
         flops_per_token=float(fpt),
         tokens_per_param=total_tokens / max(counted, 1),
         requested_tokens=tokens,
+        params_active_non_embedding=counts["active_non_embedding"],
     )

@@ -19,7 +19,7 @@ from lit_modules.model.init import InitConfig
 
 @dataclass
 class OptimConfig:
-    name: str = "adamw"  # adamw | muon (Muon for hidden 2-D weights, AdamW for the rest)
+    name: str = "adamw"  # adamw | muon (Muon for hidden 2-D weights, AdamW for the rest) | adam_mini | nadam | lamb
     lr: float = 3e-3
     betas: List[float] = field(default_factory=lambda: [0.9, 0.95])
     eps: float = 1e-8

@@ -13,7 +13,7 @@ from lit_modules.data.config import static_vocab_size
 from lit_modules.techniques.context import TechniqueContext, instantiate_techniques
 from lit_modules.distributed.ranks import launch_problems, launched_ranks
 
-OPTIMIZERS = ("adamw", "muon")
+OPTIMIZERS = ("adamw", "muon", "adam_mini", "nadam", "lamb")
 SCHEDULES = ("cosine", "wsd", "constant")
 WD_EXCLUDE = ("none", "norms_biases", "norms_biases_embeddings")
 PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "64-true")

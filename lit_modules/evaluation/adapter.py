@@ -68,6 +68,7 @@ class LiveLM(LM):
         device: str = "auto",
         precision: str = "32-true",
         max_gen_toks: int = 256,
+        seed: int = 0,
     ) -> None:
         super().__init__()
         if bos_token not in ("eos", "bos"):
@@ -82,6 +83,7 @@ class LiveLM(LM):
         self._device = resolve_device(device)
         self.precision = precision
         self.max_gen_toks = int(max_gen_toks)
+        self.seed = int(seed)  # sampled generation: request i draws from a generator seeded (seed, i)
 
     # ---- settings logged with every result ------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
@@ -193,16 +195,28 @@ class LiveLM(LM):
         return [logprob for logprob, _ in self.score_token_requests(pairs, rolling=True)]
 
     def generate_until(self, requests: Iterable, disable_tqdm: bool = False) -> list[str]:
-        """Greedy decoding, batched; stops at any `until` string, at EOS, or after `max_gen_toks` tokens."""
+        """Decoding, batched; stops at any `until` string, at EOS, or after `max_gen_toks` tokens.
+
+        Greedy unless a request's gen_kwargs has `do_sample: true` and `temperature > 0`: then each token is
+        drawn from softmax(logits / temperature) with a generator of its own, seeded from (`seed`, the
+        request's position in `requests`): the same requests and seed give the same samples, and a request's
+        draws do not depend on the other requests' (lm-eval repeats a request k times for k samples: each
+        repeat has its own position).
+        No KV cache: every step re-reads the whole window (fine for the small models here)."""
         requests = list(requests)
         jobs = []
-        for request in requests:
+        for position, request in enumerate(requests):
             context, gen_kwargs = request.args
             gen_kwargs = dict(gen_kwargs or {})
             until = gen_kwargs.get("until") or []
             until = [until] if isinstance(until, str) else list(until)
             max_new = int(gen_kwargs.get("max_gen_toks", self.max_gen_toks))
-            jobs.append((self._start(self.tokenizer.encode(context) if context else []), until, max_new))
+            temperature = float(gen_kwargs.get("temperature", 0.0) or 0.0)
+            sampler = None
+            if gen_kwargs.get("do_sample", False) and temperature > 0:
+                sampler = (temperature, torch.Generator().manual_seed(self.seed * 1_000_003 + position))
+            prefix = self._start(self.tokenizer.encode(context) if context else [])
+            jobs.append((prefix, until, max_new, sampler))
         order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][0]))
         outputs = [""] * len(jobs)
         with self._eval_mode():
@@ -212,18 +226,18 @@ class LiveLM(LM):
                     outputs[i] = text
         return outputs
 
-    def _generate_batch(self, jobs: list[tuple[list[int], list[str], int]]) -> list[str]:
-        sequences = [list(prefix) for prefix, _, _ in jobs]
+    def _generate_batch(self, jobs: list[tuple]) -> list[str]:
+        sequences = [list(prefix) for prefix, *_ in jobs]
         generated: list[list[int]] = [[] for _ in jobs]
         texts = [""] * len(jobs)
-        active = [max_new > 0 for _, _, max_new in jobs]
+        active = [max_new > 0 for _, _, max_new, _ in jobs]
         while any(active):
             rows = [i for i, alive in enumerate(active) if alive]
             windows = [sequences[i][-self.max_seq_len :] for i in rows]  # left-truncate long contexts
             logits = self._forward(windows)
             for row, i in enumerate(rows):
-                next_id = int(logits[row, len(windows[row]) - 1].argmax())
-                _, until, max_new = jobs[i]
+                _, until, max_new, sampler = jobs[i]
+                next_id = _next_token(logits[row, len(windows[row]) - 1], sampler)
                 if next_id == self.tokenizer.eos_id:
                     active[i] = False
                     continue
@@ -237,3 +251,12 @@ class LiveLM(LM):
                 elif len(generated[i]) >= max_new:
                     active[i] = False
         return texts
+
+
+def _next_token(logits: torch.Tensor, sampler: tuple[float, torch.Generator] | None) -> int:
+    """argmax, or a draw from softmax(logits / temperature) (on the CPU, so a seed means the same draw anywhere)."""
+    if sampler is None:
+        return int(logits.argmax())
+    temperature, generator = sampler
+    probs = F.softmax(logits.float().cpu() / temperature, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=generator))

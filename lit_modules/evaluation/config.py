@@ -48,6 +48,14 @@ class EvalConfig:
     probe_labels: str = "document"  # document: which held-out document; speaker: which speaker (plays)
     probe_passages: int = 400  # cap on probe passages
     hub_timeout_s: float = 3.0  # reachability probe before standard tasks
+    # Sampled-generation metrics (lit_modules/evaluation/sampled.py): greedy Pass@1, Pass@k and Maj@k on
+    # offline tasks with checkable answers (`arithmetic`). n samples per prompt (null: k) at `temperature`,
+    # drawn with `seed`; `sampled_prompts` prompts per task.
+    sampled: List[str] = field(default_factory=list)
+    sampled_k: int = 4
+    sampled_n: Optional[int] = None
+    sampled_temperature: float = 0.8
+    sampled_prompts: int = 32
 
     def problems(self, corpus_name: Optional[str] = None, check_hub: bool = True) -> list[str]:
         """One sentence per impossible setting; `check_hub` also probes the Hub if standard tasks are set."""
@@ -88,6 +96,7 @@ class EvalConfig:
             found.append(f"eval.probe_passages is {self.probe_passages} but must be at least 20.")
         if self.hub_timeout_s <= 0:
             found.append(f"eval.hub_timeout_s is {self.hub_timeout_s} but must be positive.")
+        found += self._sampled_problems()
         for name in self.tasks:
             if name != LOCAL_ALIAS and is_local_task(name):
                 problem = local_task_problem(name)
@@ -101,6 +110,26 @@ class EvalConfig:
             if sentence:
                 found.append(sentence)
         return found
+
+    def _sampled_problems(self) -> list[str]:
+        from .sampled import TASKS
+
+        found = [f"eval.sampled names unknown task {t!r}; choose from {', '.join(TASKS)}." for t in self.sampled
+                 if t not in TASKS]
+        n = self.sampled_n if self.sampled_n is not None else self.sampled_k
+        if self.sampled_k < 1 or n < self.sampled_k:
+            found.append(f"eval.sampled_k must be at least 1 and at most eval.sampled_n ({n}), got {self.sampled_k}.")
+        if not self.sampled_temperature > 0:
+            found.append(f"eval.sampled_temperature is {self.sampled_temperature} but must be positive.")
+        if self.sampled_prompts < 1:
+            found.append(f"eval.sampled_prompts is {self.sampled_prompts} but must be at least 1.")
+        return found
+
+    def sampled_config(self):
+        from .sampled import SampledConfig
+
+        return SampledConfig(k=self.sampled_k, n=self.sampled_n, temperature=self.sampled_temperature,
+                             prompts=self.sampled_prompts, seed=self.seed)
 
     @classmethod
     def from_any(cls, cfg) -> EvalConfig:

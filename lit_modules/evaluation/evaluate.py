@@ -62,6 +62,7 @@ def build_adapter(
         device=cfg.device,
         precision=cfg.precision,
         max_gen_toks=cfg.max_gen_toks,
+        seed=cfg.seed,
     )
 
 
@@ -81,11 +82,11 @@ def evaluate_run(
     Raises EvalError (one sentence) for impossible settings, an unreachable Hub, or unusable text.
     """
     cfg = EvalConfig.from_any(cfg)
-    problems = cfg.problems(corpus.name)
+    problems = cfg.problems(corpus.name if corpus is not None else None)  # None: SFT data, sampled tasks only
     if problems:
         raise EvalError(problems[0])
     out_dir = Path(out_dir)
-    if not cfg.tasks and not cfg.probe:
+    if not cfg.tasks and not cfg.probe and not cfg.sampled:
         return EvalOutcome({}, [], out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -104,11 +105,15 @@ def evaluate_run(
         artifacts.append(
             _token_logprobs(model, tokenizer, corpus, cfg, lm, out_dir, heldout_tokens, settings)
         )
-    local, standard = split_tasks(list(cfg.tasks), corpus.name)
+    local, standard = split_tasks(list(cfg.tasks), corpus.name) if cfg.tasks else ([], [])
     if local or standard:
         task_metrics, task_artifacts = _run_tasks(lm, local, standard, corpus, cfg, out_dir, settings)
         metrics.update(task_metrics)
         artifacts += task_artifacts
+    for task in cfg.sampled:
+        from .sampled import sampled_metrics
+
+        metrics.update(sampled_metrics(lm, task, cfg.sampled_config()))
     if cfg.probe:
         probe_metrics, probe_path = _probe(model, tokenizer, corpus, cfg, lm, out_dir)
         metrics.update(probe_metrics)

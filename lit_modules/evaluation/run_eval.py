@@ -28,10 +28,10 @@ RUN_ARGS = {
     "runs_dir": Arg(default="runs"),
     "tracking_uri": Arg(),
 }
-# Every EvalConfig field is a word too (tasks as a comma-separated list); OmegaConf types the rest.
+# Every EvalConfig field is a word too (tasks and sampled as comma-separated lists); OmegaConf types the rest.
 VERB = Verb("evaluate", {
     **RUN_ARGS,
-    **{f.name: Arg(NAMES if f.name == "tasks" else TEXT) for f in dataclasses.fields(EvalConfig)},
+    **{f.name: Arg(NAMES if f.name in ("tasks", "sampled") else TEXT) for f in dataclasses.fields(EvalConfig)},
 })
 
 

@@ -9,6 +9,17 @@ from typing import Optional
 
 ATTN_GATES = ("none", "elementwise", "headwise")
 
+# Fields added after runs were recorded, with the value that means "not used": a config holding exactly that
+# value is the model it was before the field existed, so the run's identity hash leaves it out
+# (lit_modules/train.py identity_of) and every recorded cell keeps its hash.
+ADDED_DEFAULTS = {
+    "n_experts": 0,
+    "experts_top_k": 2,
+    "expert_d_ff": None,
+    "shared_expert": False,
+    "moe_aux_coef": 0.01,
+}
+
 
 @dataclass
 class LlamaConfig:
@@ -24,6 +35,20 @@ class LlamaConfig:
     norm_eps: float = 1e-5
     tie_embeddings: bool = False
     attn_gate: str = "none"  # "none" | "elementwise" | "headwise" (output gate after SDPA)
+    # Mixture of experts in place of the SwiGLU FFN (model/moe.py); 0 experts = the dense model.
+    n_experts: int = 0
+    experts_top_k: int = 2  # experts each token is routed to
+    expert_d_ff: Optional[int] = None  # each expert's SwiGLU width; None = d_ff
+    shared_expert: bool = False  # one more SwiGLU expert every token goes through (DeepSeek-MoE style)
+    moe_aux_coef: float = 0.01  # load-balancing loss coefficient (Switch Transformer); 0 = none
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    @property
+    def expert_width(self) -> int:
+        return self.expert_d_ff if self.expert_d_ff is not None else self.d_ff
 
     @property
     def kv_heads(self) -> int:
@@ -59,6 +84,14 @@ class LlamaConfig:
             out.append(f"rope_theta must be positive, got {self.rope_theta}.")
         if self.norm_eps < 0:
             out.append(f"norm_eps must be >= 0, got {self.norm_eps}.")
+        if self.n_experts < 0 or self.n_experts == 1:
+            out.append(f"n_experts must be 0 (dense) or at least 2, got {self.n_experts}.")
+        if self.is_moe and not 1 <= self.experts_top_k <= self.n_experts:
+            out.append(f"experts_top_k must be between 1 and n_experts ({self.n_experts}), got {self.experts_top_k}.")
+        if self.expert_d_ff is not None and self.expert_d_ff <= 0:
+            out.append(f"expert_d_ff must be positive (or null for d_ff), got {self.expert_d_ff}.")
+        if self.moe_aux_coef < 0:
+            out.append(f"moe_aux_coef must be >= 0, got {self.moe_aux_coef}.")
         if self.attn_gate not in ATTN_GATES:
             out.append(f"attn_gate must be one of {ATTN_GATES}, got {self.attn_gate!r}.")
         # Divisibility checks only make sense once the sizes are positive.

@@ -20,6 +20,10 @@ LM head are separate knobs (`emb`, `head`) so other readings can be tested:
        "d_model_rsqrt": d_model ** -0.5. Ignored when embeddings are tied
        (the shared matrix follows `emb`).
 
+Mixture of experts (model/moe.py): every expert matrix follows the block rule with its own fan-in (so
+`fan_in_power` gives each expert matrix d_in ** -gamma); the router follows it too unless `router_std` is
+set (0 starts from uniform routing).
+
 Norm weights are set to 1. Sampling is plain (untruncated) normal.
 """
 
@@ -35,6 +39,9 @@ INIT_RULES = ("fixed", "fan_in_power", "depth_scaled")
 EMB_RULES = ("same_rule", "fixed", "none")
 HEAD_RULES = ("same_rule", "d_model_rsqrt")
 _OUTPUT_PROJECTIONS = ("o_proj.weight", "down_proj.weight")
+ROUTER_SUFFIX = "mlp.router.weight"
+# Fields added after runs were recorded, at the value that changes nothing (see model/config.py).
+ADDED_DEFAULTS = {"router_std": None}
 
 
 @dataclass
@@ -45,6 +52,7 @@ class InitConfig:
     emb: str = "same_rule"  # "same_rule" | "fixed" | "none"
     emb_std: float = 0.02  # only for emb == "fixed"
     head: str = "same_rule"  # "same_rule" | "d_model_rsqrt"
+    router_std: Optional[float] = None  # MoE router: None = the block rule (fan-in d_model); 0 = zeros (uniform)
 
     def problems(self) -> list[str]:
         """Human-readable reasons this init config is unusable (empty = fine)."""
@@ -61,6 +69,8 @@ class InitConfig:
             out.append(f"emb_std must be positive, got {self.emb_std}.")
         if not self.gamma >= 0:
             out.append(f"gamma must be >= 0, got {self.gamma}.")
+        if self.router_std is not None and not self.router_std >= 0:
+            out.append(f"router_std must be >= 0 (0 = zeros) or null, got {self.router_std}.")
         return out
 
     def tags(self, tie_embeddings: bool = False) -> dict[str, str]:
@@ -101,6 +111,8 @@ def _target_std(name: str, param: torch.Tensor, model: Llama, cfg: InitConfig) -
         return cfg.emb_std if cfg.emb == "fixed" else _same_rule_std(cfg, d_model)
     if name == "lm_head.weight":  # only reached when untied
         return d_model ** -0.5 if cfg.head == "d_model_rsqrt" else _same_rule_std(cfg, d_model)
+    if name.endswith(ROUTER_SUFFIX) and cfg.router_std is not None:
+        return cfg.router_std
     if name.startswith("layers."):
         return _block_matrix_std(name, param.shape[1], cfg, model.cfg.n_layers)
     raise ValueError(f"init_weights has no rule for parameter {name!r} {tuple(param.shape)}")

@@ -9,6 +9,7 @@ from torch import nn
 from .attention import Attention
 from .config import LlamaConfig
 from .mlp import SwiGLU
+from .moe import MoE
 from .norm import RMSNorm
 from .rope import precompute_rope
 
@@ -21,7 +22,11 @@ class Block(nn.Module):
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.attn = Attention(cfg)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.mlp = SwiGLU(cfg.d_model, cfg.d_ff)
+        if cfg.is_moe:
+            self.mlp = MoE(cfg.d_model, cfg.expert_width, cfg.n_experts, cfg.experts_top_k, cfg.shared_expert,
+                           cfg.moe_aux_coef)
+        else:
+            self.mlp = SwiGLU(cfg.d_model, cfg.d_ff)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.attn_norm(x), cos, sin)
@@ -82,6 +87,14 @@ class Llama(nn.Module):
                 hidden.append(x)
         logits = self.lm_head(self.final_norm(x))
         return (logits, hidden) if hidden is not None else logits
+
+    def aux_losses(self) -> dict[str, torch.Tensor]:
+        """Auxiliary training losses of the last forward (name -> scalar): the MoE load-balancing loss summed
+        over layers; empty for the dense model. The LightningModule adds them to the objective."""
+        if not self.cfg.is_moe or self.cfg.moe_aux_coef == 0:
+            return {}
+        losses = [block.mlp.aux_loss for block in self.layers if block.mlp.aux_loss is not None]
+        return {"moe_aux": torch.stack(losses).sum()} if losses else {}
 
     @torch.no_grad()
     def attention_probs(self, idx: torch.Tensor) -> list[torch.Tensor]:

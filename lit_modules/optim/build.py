@@ -8,15 +8,19 @@ from typing import Callable, Iterable
 import torch
 from torch import nn
 
+from lit_modules.optim.adam_mini import AdamMini
 from lit_modules.optim.composite import CompositeOptimizer
+from lit_modules.optim.lamb import Lamb
 from lit_modules.optim.param_groups import GroupSpec, build_group_specs
 from lit_modules.optim.schedules import GroupScaledSchedule, schedule_fn
 
 # Families whose 2-D weights Muon orthogonalizes; embeddings, head and gains stay with AdamW, as in
 # the Muon reference setups.
-MUON_FAMILIES = ("qk", "vo", "attn_gate", "mlp")
+MUON_FAMILIES = ("qk", "vo", "attn_gate", "mlp", "experts")  # an MoE router stays with AdamW, as the embeddings
 
 GroupEditor = Callable[[list[GroupSpec]], None]
+# Optimizers with Adam's per-coordinate (or per-block) normalized step: MoLS scales their groups' rates.
+ADAM_FAMILY = (torch.optim.Adam, torch.optim.AdamW, torch.optim.NAdam, AdamMini, Lamb)
 
 
 def _torch_groups(specs: Iterable[GroupSpec], lr: float, weight_decay: float) -> list[dict]:
@@ -45,6 +49,15 @@ def build_optimizer(
     if optim_cfg.name == "adamw":
         groups = _torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay)
         return torch.optim.AdamW(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps)
+    if optim_cfg.name == "nadam":  # decoupled decay, as AdamW's
+        groups = _torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay)
+        return torch.optim.NAdam(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps, decoupled_weight_decay=True)
+    if optim_cfg.name == "lamb":
+        return Lamb(_torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay), lr=optim_cfg.lr, betas=betas,
+                    eps=optim_cfg.eps)
+    if optim_cfg.name == "adam_mini":
+        groups = _torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay)
+        return AdamMini(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps, head_dim=_head_dim(model))
     if optim_cfg.name == "muon":
         muon_specs, adam_specs = [], []
         for s in specs:
@@ -60,20 +73,30 @@ def build_optimizer(
             if others:
                 adam_specs.append(replace(s, name=f"{s.name}.non_matrix", params=[p for p, _ in others],
                                           param_names=[n for _, n in others]))
+        muon_groups = _torch_groups(muon_specs, optim_cfg.muon_lr, optim_cfg.weight_decay)
+        # None when nothing trainable is a hidden matrix (e.g. LoRA: only adapter factors train).
         muon = torch.optim.Muon(
-            _torch_groups(muon_specs, optim_cfg.muon_lr, optim_cfg.weight_decay),
+            muon_groups,
             lr=optim_cfg.muon_lr,
             momentum=optim_cfg.muon_momentum,
             adjust_lr_fn=optim_cfg.muon_adjust_lr,
-        )
+        ) if muon_groups else None
         adam = torch.optim.AdamW(
             _torch_groups(adam_specs, optim_cfg.lr, optim_cfg.weight_decay),
             lr=optim_cfg.lr,
             betas=betas,
             eps=optim_cfg.eps,
         )
-        return CompositeOptimizer([muon, adam])
+        return CompositeOptimizer([muon, adam] if muon is not None else [adam])
     raise ValueError(f"Unknown optimizer '{optim_cfg.name}'.")
+
+
+def _head_dim(model: nn.Module) -> int:
+    """Rows of q_proj/k_proj per attention head (Adam-mini's q/k blocks); a compiled model keeps its cfg."""
+    cfg = getattr(model, "cfg", None) or getattr(getattr(model, "_orig_mod", None), "cfg", None)
+    if cfg is None:
+        raise ValueError("optim=adam_mini needs the model's config (cfg.head_dim) to split q/k into heads.")
+    return cfg.head_dim
 
 
 def build_schedule(optimizer: torch.optim.Optimizer, schedule_cfg, steps: int, warmup: int) -> GroupScaledSchedule:

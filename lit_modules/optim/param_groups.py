@@ -1,8 +1,12 @@
 """Optimizer parameter groups, tagged by module family, built in one place.
 
 Families: emb, qk, vo, attn_gate, mlp, norm, head (and `other` for anything a technique adds outside
-those modules). Each family may split into a decayed and a non-decayed group, depending on the
-weight-decay exclusion policy. Every trainable parameter lands in exactly one group.
+those modules). A LoRA adapter's factors (`...lora_A`, `...lora_B`, see techniques/lora/) are their own family,
+`lora_<family of the adapted weight>` (lora_qk, lora_vo, lora_attn_gate, lora_mlp), so decay, MoLS groups and
+Muon treat them apart from the frozen weights they adapt. A mixture of experts' router and routed experts are
+the families `router` and `experts` (its shared expert is `mlp`). Each family may split into a decayed and a
+non-decayed group, depending on the weight-decay exclusion policy. Every trainable parameter lands in exactly
+one group.
 
 Each group carries `lr_scale` (multiplied into the schedule every step, so a technique such as a
 module-wise learning-rate rule changes one number and the schedule picks it up) and `family`.
@@ -15,7 +19,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-FAMILIES = ("emb", "qk", "vo", "attn_gate", "mlp", "norm", "head", "other")
+FAMILIES = ("emb", "qk", "vo", "attn_gate", "mlp", "router", "experts", "norm", "head", "lora_qk", "lora_vo",
+            "lora_attn_gate", "lora_mlp", "other")
+ADAPTER_MARK = ".lora_"  # in the name of every LoRA factor (techniques/lora/adapter.py) and nothing else
 
 # Path fragments that identify a family; the first match wins, so order matters.
 _FAMILY_RULES: tuple[tuple[str, str], ...] = (
@@ -26,12 +32,17 @@ _FAMILY_RULES: tuple[tuple[str, str], ...] = (
     ("attn.v_proj", "vo"),
     ("attn.o_proj", "vo"),
     ("attn.gate_proj", "attn_gate"),
+    ("mlp.router.", "router"),  # mixture of experts (model/moe.py); its shared expert stays `mlp`
+    ("mlp.experts.", "experts"),
     ("mlp.", "mlp"),
     ("norm.", "norm"),
 )
 
 
 def family_of(param_name: str) -> str:
+    if ADAPTER_MARK in param_name:
+        adapted = family_of(param_name.split(ADAPTER_MARK, 1)[0])
+        return f"lora_{adapted}" if f"lora_{adapted}" in FAMILIES else "other"
     for fragment, family in _FAMILY_RULES:
         if fragment in param_name:
             return family

@@ -36,6 +36,13 @@ class Technique:
         applied to a meta-device copy during validation: keep no state the real run depends on."""
         return model
 
+    def transform_loaded_model(self, model: nn.Module) -> nn.Module:
+        """Change the model once its starting weights are in place: after initialization and after
+        `init_from`'s weights are loaded (e.g. adapters computed from those weights). On resume and on a
+        rebuild of a finished run it runs before that run's own weights are restored, which replace what it
+        computed. Also applied to the meta-device copy during validation (no values there)."""
+        return model
+
     def edit_param_groups(self, groups: list[GroupSpec]) -> None:
         """Adjust optimizer groups (learning-rate scales, decay) before the optimizer is built."""
 

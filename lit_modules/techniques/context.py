@@ -71,15 +71,19 @@ class TechniqueContext:
         return cls(cfg, list(techniques), budget)
 
     def model_as_trained(self, without: str) -> nn.Module | None:
-        """The configured model on the meta device with the build-time transform of every technique except
-        the one named `without` (the asker) applied; None when it cannot be built (that technique's own
+        """The configured model on the meta device with the build-time transforms (`transform_model`, then
+        `transform_loaded_model`) of every technique except the one named `without` (the asker) applied; None when it cannot be built (that technique's own
         problems() says why). Built once per asker."""
         if without not in self._models:
             model = meta_model(self.cfg)
+            others = [t for t in self.techniques if t.name != without]
             try:
-                for technique in self.techniques:
-                    if model is not None and technique.name != without:
+                for technique in others:
+                    if model is not None:
                         model = technique.transform_model(model)
+                for technique in others:
+                    if model is not None:
+                        model = technique.transform_loaded_model(model)
             except Exception:  # noqa: BLE001 - the failing technique's problems() reports why
                 model = None
             self._models[without] = model

@@ -92,7 +92,9 @@ def _grid_with_finetunes():
                               "params.data.batch_size": "8", "params.schedule.name": "cosine",
                               "metrics.finetune/target_loss_before": before,
                               "metrics.finetune/target_loss_after": before - 0.5 - i * 0.1,
-                              "metrics.finetune/plasticity": 0.5 + i * 0.1})
+                              "metrics.finetune/plasticity": 0.5 + i * 0.1,
+                              "metrics.eval/arithmetic/pass_at_4": 0.25 * (i + 1),
+                              "metrics.eval/arithmetic/maj_at_4": 0.1 * i})
     parent = ParentRecord("f" * 32, "FINISHED", "ablate:wd_plasticity", {"ablation.name": "wd_plasticity"}, {}, "test")
     return assemble(parent, typed_runs(pd.DataFrame(runs)), typed_curves(pd.concat(curves, ignore_index=True)),
                     typed_runs(pd.DataFrame(tunes)), empty_token_gaps(), [])
@@ -113,6 +115,9 @@ def test_the_table_reads_an_ablation_and_picks_one_recipe_s_fine_tunes(tmp_path)
     assert table.recipe.describe() == ("Fine-tuning recipe `python_docs`: target `python_docs`, lr 0.001, weight "
                                        "decay 0, 300 steps x batch 8, cosine schedule.")
     assert table.summary["plasticity_mean"].tolist() == pytest.approx([0.5, 0.6])
+    # The fine-tunes' sampled metrics (eval.sampled) are columns of the rows and the summary.
+    assert rows["sampled_arithmetic_pass_at_4"].tolist() == [0.25, 0.25, 0.5, 0.5]
+    assert table.summary["sampled_arithmetic_maj_at_4_mean"].tolist() == pytest.approx([0.0, 0.1])
     # The report made from the same Ablation (as make report FROM= makes it) shows the table per recipe.
     text = render_report(ab, tmp_path / "report").read_text()
     assert "## Plasticity: base loss against the gain from one fine-tuning recipe" in text

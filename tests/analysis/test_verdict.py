@@ -177,3 +177,15 @@ def test_forest_plot_draws_no_ci_bar_below_three_seeds(seeds, bars, tmp_path):
     assert bool(ax.containers) == bars  # errorbar containers: the CI bars
     assert any("too few seeds" in t.get_text() for t in ax.texts) != bars
     assert plot_effects(effects, "val/loss", tmp_path / "e.png", "toy").is_file()
+
+
+def test_a_mixture_of_experts_scale_counts_its_active_parameters():
+    # A MoE run records its active non-embedding count (params.budget.params_active_non_embedding); TPP
+    # divides by it, as the run's own budget did. 2M tokens / 100k active = 20 TPP, not 2M / 250k = 8.
+    from analysis.ablation import scale_of
+
+    ab = handmade({"origin": [3.0, 3.01, 3.02]}, name="wisca_moe", claim="wisca_moe", baseline="origin",
+                  params={"origin": 250_000}, tokens=2_000_000)
+    assert scale_of(ab, ["origin"]).tpp == pytest.approx(8)
+    ab.finished["params.budget.params_active_non_embedding"] = "100000"
+    assert scale_of(ab, ["origin"]).tpp == pytest.approx(20)

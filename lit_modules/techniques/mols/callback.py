@@ -22,6 +22,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
 from lit_modules.techniques.mols.scaling import alpha_from_snr, ramp
+from lit_modules.optim.build import ADAM_FAMILY
 from lit_modules.techniques.mols.snr import group_snr, measure_gradient_moments
 
 BatchSource = Callable[[L.Trainer, int, "int | None"], list]
@@ -57,7 +58,7 @@ def _groups_with_manager(trainer: L.Trainer) -> Iterator[tuple[dict, bool]]:
     """Every torch param group, with whether an Adam-family optimizer steps it."""
     for optimizer in trainer.optimizers:
         for child in getattr(optimizer, "optimizers", [optimizer]):
-            adam = isinstance(child, (torch.optim.Adam, torch.optim.AdamW))
+            adam = isinstance(child, ADAM_FAMILY)
             for group in child.param_groups:
                 yield group, adam
 

@@ -26,6 +26,7 @@ from lit_modules.techniques.mols.groups import (
     ADAM_GROUPS_UNDER_MUON,
     ATTN_GATE_GROUPS,
     NORM_POLICIES,
+    MODULES,
     PAPER_GROUPS,
     group_of,
     scaled_groups,
@@ -126,10 +127,10 @@ class MoLS(Technique):
             return p
         if self.mode == "snr" and cfg.data.source == "sft":
             p.append("techniques.mols (mode snr) draws its SNR batches from a text corpus; data.source=sft has none.")
-        unknown = [m for m in self.modules if m not in PAPER_GROUPS]
+        unknown = [m for m in self.modules if m not in MODULES]
         if unknown:
             p.append(
-                f"techniques.mols.modules may only name {', '.join(PAPER_GROUPS)}; "
+                f"techniques.mols.modules may only name {', '.join(MODULES)}; "
                 f"unknown: {', '.join(unknown)}."
             )
         if self.mode == "manual":
@@ -153,7 +154,7 @@ class MoLS(Technique):
 
     def _manual_problems(self, cfg) -> list[str]:
         p = []
-        allowed = set(PAPER_GROUPS) | {"norm", "attn_gate"}
+        allowed = set(MODULES) | {"norm", "attn_gate"}
         for group, scale in self.manual_scales.items():
             if group not in allowed:
                 p.append(

@@ -14,6 +14,7 @@ step, eps 1e-7, targets FFN (gate, up, down) + attention o_proj. Merge for infer
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import lightning as L
@@ -57,6 +58,7 @@ class PCLayer(Technique):
         targets: Sequence[str] = DEFAULT_TARGETS,
         power_iters: int = 10,
         eps: float = 1e-7,
+        experts: bool = False,
     ):
         # No checks here: `problems()` reports every bad value as a sentence before any compute.
         self.level = level
@@ -69,6 +71,10 @@ class PCLayer(Technique):
         )
         self.power_iters = power_iters
         self.eps = eps
+        # Mixture of experts: also precondition each routed and shared expert's FFN targets (gate/up/down).
+        # Not in the conf/pc_layer files (their nodes, hence the presets' hashes, stay as they were): set it
+        # with +techniques.pc_layer.experts=true.
+        self.experts = experts
 
     # --- validation -----------------------------------------------------------------------------
 
@@ -79,7 +85,7 @@ class PCLayer(Technique):
                 f"techniques.pc_layer.level must be one of {sorted(PC_COEFFICIENTS)} (the published table), "
                 f"not {self.level}."
             )
-        for key in ("recover_norm", "learnable_gamma"):
+        for key in ("recover_norm", "learnable_gamma", "experts"):
             if not isinstance(getattr(self, key), bool):
                 p.append(f"techniques.pc_layer.{key} must be true or false, not {getattr(self, key)!r}.")
         if not isinstance(self.targets, list) or not self.targets:
@@ -109,11 +115,18 @@ class PCLayer(Technique):
 
     # --- hooks ----------------------------------------------------------------------------------
 
-    def transform_model(self, model: nn.Module) -> nn.Module:
+    def _is_target(self, name: str) -> bool:
         suffixes = {TARGET_PATHS[t] for t in self.targets}
+        if any(name == s or name.endswith("." + s) for s in suffixes):
+            return True
+        ffn = [TARGET_PATHS[t].split(".")[-1] for t in self.targets if TARGET_PATHS[t].startswith("mlp.")]
+        return bool(self.experts) and bool(re.search(rf"\.mlp\.(experts\.\d+|shared)\.({'|'.join(ffn)})$", name)) \
+            if ffn else False
+
+    def transform_model(self, model: nn.Module) -> nn.Module:
         matched = 0
         for name, module in list(model.named_modules()):
-            if isinstance(module, nn.Linear) and any(name == s or name.endswith("." + s) for s in suffixes):
+            if isinstance(module, nn.Linear) and self._is_target(name):
                 attach_pc(
                     module,
                     name,
@@ -171,6 +184,7 @@ class PCLayer(Technique):
             "pc.recover_norm": str(self.recover_norm).lower(),
             "pc.learnable_gamma": str(self.learnable_gamma).lower(),
             "pc.power_iters": str(self.power_iters),
+            **({"pc.experts": "true"} if self.experts else {}),
             "fidelity.pc_layer.coefficients": "confirmed",  # hard-coded table of the official code
             "fidelity.pc_layer.sigma_gradient": "confirmed",  # u^T W v with autograd through W
             # Refreshed after every optimizer step (confirmed); on resume the checkpoint's u, v are kept.

@@ -17,6 +17,10 @@ With the PC layer (`pc_layer=level*`) a target's weight is computed from a raw o
 raw weight (which also holds the optimizer state), and that is exact only where the PC map carries it
 (`scalable_weight.py`): a scalar with norm recovery on, a per-channel factor only at level 0. Every other
 combination is refused by `problems()`, checked on the model with all the run's techniques applied.
+
+With LoRA (`lora=...`, techniques/lora/), `lora=true` balances each adapter's factor pair (B, A) instead
+(`lora_rescales.py`, tensor or per-rank-channel level), on the same schedule and optimizer-state policies;
+the frozen attention pairs are not rescaled (qk and vo are refused on adapted projections).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from lit_modules.techniques.wisca.rescales import (
     plan_vo,
     scaled_projections,
 )
+from lit_modules.techniques.wisca.lora_rescales import has_adapters, plan_lora_model
 from lit_modules.techniques.wisca.opt_state import OPT_STATE_POLICIES
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -118,6 +123,8 @@ class Wisca(Technique):
         at_init: bool = False,
         opt_state: str = "keep",
         channel_reduce: str = "sum",
+        lora: bool = False,
+        lora_granularity: str = "tensor",
     ):
         self.qk = bool(qk)
         self.vo = bool(vo)
@@ -127,6 +134,8 @@ class Wisca(Technique):
         self.at_init = bool(at_init)
         self.opt_state = opt_state
         self.channel_reduce = channel_reduce
+        self.lora = bool(lora)
+        self.lora_granularity = lora_granularity
         self.init_metrics: dict[str, float] = {}  # filled by transform_model when at_init
 
     # ------------------------------------------------------------------ validation
@@ -134,11 +143,17 @@ class Wisca(Technique):
     def knob_problems(self) -> list[str]:
         knob = "techniques.wisca"
         p = []
-        if not (self.qk or self.vo):
-            p.append(f"WISCA with {knob}.qk=false and vo=false rescales nothing; enable one of them.")
+        if not (self.qk or self.vo or self.lora):
+            p.append(f"WISCA with {knob}.qk=false, vo=false and lora=false rescales nothing; enable one of them.")
+        if self.lora and self.at_init:
+            p.append(
+                f"{knob}.at_init=true transitions before LoRA's adapters exist (they attach once the starting "
+                f"weights are loaded); with {knob}.lora=true use at_init=false and every_n_steps."
+            )
         choices = {
             "qk_granularity": GRANULARITIES,
             "vo_granularity": GRANULARITIES,
+            "lora_granularity": GRANULARITIES,
             "opt_state": OPT_STATE_POLICIES,
             "channel_reduce": CHANNEL_REDUCES,
         }
@@ -153,6 +168,7 @@ class Wisca(Technique):
         return p
 
     def problems(self, cfg: Any, context: TechniqueContext | None = None) -> list[str]:
+        knob = "techniques.wisca"
         p = self.knob_problems()
         trainer = cfg.get("trainer") or {}
         if trainer.get("strategy") == "fsdp":
@@ -164,11 +180,22 @@ class Wisca(Technique):
                 "WISCA is exactly output-preserving only with fp32 weights, and trainer.precision=bf16-true "
                 "has no fp32 master copy; use bf16-mixed."
             )
+        optim = cfg.get("optim") or {}
+        if optim.get("name") == "adam_mini" and self.opt_state != "keep":
+            p.append(
+                f"{knob}.opt_state={self.opt_state} has no rule for Adam-mini's per-block second moments (one "
+                f"value shared by rows a channel-level factor scales differently); use {knob}.opt_state=keep."
+            )
         # Exactness is a property of the model as trained, whenever a transition runs: an at-init transition
         # scales raw weights before the PC layer is attached, which is the same as scaling them after.
         model = (context or TechniqueContext.of(cfg)).model_as_trained(without=self.name)
         if model is not None:
             p += structure_problems(model, self.qk, self.scaled_weights())
+            if self.lora and not has_adapters(model):
+                p.append(
+                    "techniques.wisca.lora=true balances LoRA adapters, and this run has none; add lora=lora "
+                    "(or rslora, pissa) or set techniques.wisca.lora=false."
+                )
         return p
 
     def scaled_weights(self) -> list[tuple[str, str, str]]:
@@ -185,7 +212,7 @@ class Wisca(Technique):
             raise ValueError(problems[0])
         rescales: list[Rescale] = []
         metrics: dict[str, float] = {}
-        for i, layer in enumerate(model.layers):
+        for i, layer in enumerate(model.layers if self.qk or self.vo else ()):
             attn = layer.attn
             layer_rescales: list[Rescale] = []
             if self.qk:
@@ -200,6 +227,10 @@ class Wisca(Technique):
             # The output gate is a separate Linear; scaling it would change sigmoid(gate), so it never is.
             assert gate is None or all(r.param is not gate.weight for r in layer_rescales), "gate rescaled"
             rescales += layer_rescales
+        if self.lora:
+            lora_rescales, lora_metrics = plan_lora_model(model, self.lora_granularity)
+            rescales += lora_rescales
+            metrics.update(lora_metrics)
         rescales = _broadcast_from_rank0(rescales)
         apply_rescales(rescales)
         return rescales, metrics
@@ -226,6 +257,10 @@ class Wisca(Technique):
             # No source says what the authors did with the optimizer state.
             "fidelity.wisca.opt_state": "assumed",
         }
+        if self.lora:
+            tags["wisca.lora_granularity"] = self.lora_granularity
+            # papers.md: WISCA helps LoRA, the mechanism is UNCONFIRMED; A/B balancing is its candidate (i).
+            tags["fidelity.wisca.lora"] = "assumed"
         if self.every_n_steps not in (0, PAPER_PERIOD):
             tags["fidelity.wisca.every_n_steps"] = f"deviates (paper: {PAPER_PERIOD})"
         if self.every_n_steps > 0 and not self.at_init:

@@ -22,7 +22,13 @@ NEEDS_USER_INPUT = {
     ("data", "text_files"): "lists no files",
     ("tokenizer", "pretrained"): "tokenizer.path is not set",
     ("eval", "zero_shot"): "unreachable",  # the standard suites need the hub; tests are offline
+    # LoRA adapts a trained model (init_from); WISCA on LoRA needs the adapters.
+    **{("lora", v): "pass init_from=<run id or checkpoint>" for v in ("lora", "rslora", "pissa")},
+    **{("wisca", v): "this run has none; add lora=lora" for v in ("lora_tensor", "lora_channel")},
+    ("experiment", "mols_lora"): "pass init_from=<run id or checkpoint>",  # both arms carry adapters
 }
+# Presets that fine-tune a pre-trained base: their cells need init_from=<run id> (any id validates).
+FINE_TUNING_PRESETS = ("lora", "wisca_lora", "mols_lora")
 
 
 def group_options():
@@ -55,7 +61,8 @@ def test_every_ablation_arm_composes() -> None:
         experiment = arm.parent.name
         if not (REPO / "conf" / "experiment" / f"{experiment}.yaml").exists():
             continue
-        cfg = compose_run_config([f"experiment={experiment}", f"+arm={experiment}/{arm.stem}"])
+        base = [f"init_from={'0' * 32}"] if experiment in FINE_TUNING_PRESETS else []
+        cfg = compose_run_config([f"experiment={experiment}", f"+arm={experiment}/{arm.stem}", *base])
         validate(cfg)
         assert cfg.ablation.arm, f"{arm} does not name its arm"
 

@@ -235,6 +235,8 @@ def test_parameter_counts_match_hand_count():
         "total": non_embedding + embedding,
         "embedding": embedding,
         "non_embedding": non_embedding,
+        "active": non_embedding + embedding,  # dense: a token uses every weight
+        "active_non_embedding": non_embedding,
     }
     elementwise = build(attn_gate="elementwise")
     headwise = build(attn_gate="headwise")

@@ -119,3 +119,17 @@ def test_group_lr_scale_is_applied_every_step() -> None:
     assert mlp["lr"] == pytest.approx(0.25)
     assert next(g for g in opt.param_groups if g["name"] == "qk")["lr"] == pytest.approx(1.0)
     assert math.isclose(sched.get_last_lr()[0], 1.0)
+
+
+@pytest.mark.parametrize("name", ["adam_mini", "nadam", "lamb"])
+def test_each_optimizer_trains_a_run_and_its_state_resumes(tmp_path, name) -> None:
+    from lit_modules.config.composition import compose_run_config
+    from lit_modules.train import run
+    from tests.helpers.runs import tiny_overrides
+
+    result = run(compose_run_config(tiny_overrides(tmp_path, steps=6, optim=name, **{"trainer.stop_after_steps": "3"})))
+    assert result.status == "KILLED"
+    resumed = run(compose_run_config(tiny_overrides(tmp_path, steps=6, optim=name, resume=result.run_id)))
+    straight = run(compose_run_config(tiny_overrides(tmp_path / "straight", steps=6, optim=name)))
+    assert resumed.status == straight.status == "FINISHED"
+    assert resumed.metrics["val/loss"] == straight.metrics["val/loss"]  # exact resume with the optimizer's state

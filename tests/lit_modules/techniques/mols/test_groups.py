@@ -12,7 +12,7 @@ from lit_modules.optim.build import build_optimizer
 from lit_modules.optim.param_groups import build_group_specs
 from lit_modules.optim.schedules import GroupScaledSchedule
 from lit_modules.techniques.mols import MoLS
-from lit_modules.techniques.mols.groups import FIXED, group_of
+from lit_modules.techniques.mols.groups import FIXED, group_of, scaled_groups
 
 CASES = list(
     itertools.product(
@@ -69,6 +69,25 @@ def test_every_trainable_parameter_is_in_exactly_one_group(attn_gate, tie, norm_
 
 def test_unknown_families_stay_fixed():
     assert group_of("other") == FIXED
+
+
+@pytest.mark.parametrize("family", ["router", "experts", "lora_qk", "lora_vo", "lora_attn_gate", "lora_mlp"])
+def test_the_variants_families_are_groups_of_their_own_scaled_only_when_named(family):
+    assert group_of(family) == family
+    assert scaled_groups(["qk", family], "exclude", "vo") == ["qk", family]
+    assert family not in scaled_groups(["qk", "vo"], "exclude", "vo")
+
+
+def test_manual_multipliers_reach_adapter_groups():
+    from lit_modules.techniques.lora import Lora
+
+    model = Lora(rank=2).transform_loaded_model(tiny_model())
+    optimizer = build_optimizer(model, SimpleNamespace(name="adamw", lr=1e-3, betas=[0.9, 0.95], eps=1e-8,
+                                                       weight_decay=0.1, wd_exclude="none"))
+    callback = MoLS(mode="manual", manual_scales={"lora_qk": 2.0, "lora_mlp": 0.5}).callback()
+    callback.on_train_batch_start(fake_trainer(optimizer, 0), None, None, 0)
+    assert {g["family"]: g["lr_scale"] for g in optimizer.param_groups} == {"lora_qk": 2.0, "lora_vo": 1.0,
+                                                                              "lora_mlp": 0.5}
 
 
 # --------------------------------------------------------------------- applying multipliers
@@ -137,6 +156,16 @@ def test_under_muon_only_adamw_groups_are_scaled():
     assert all(g["lr_scale"] == 1.0 for g in muon.param_groups)
     scaled = {g["family"]: g["lr_scale"] for g in adam.param_groups}
     assert scaled["emb"] == 2.0 and scaled["head"] == 0.25 and scaled["norm"] == 1.0
+
+
+@pytest.mark.parametrize("optim_name", ["adam_mini", "nadam", "lamb"])
+def test_manual_multipliers_scale_the_blocks_of_every_adam_family_optimizer(optim_name):
+    # Adam-mini's per-block rates are its group's lr: MoLS scales them through lr_scale like AdamW's.
+    scales = {"emb": 2.0, "qk": 0.5, "vo": 1.0, "mlp": 3.0, "head": 0.25}
+    optimizer, lrs, _ = apply_manual(optim_name, scales, decay_follows_lr=True)
+    for g in optimizer.param_groups:
+        assert g["lr_scale"] == scales.get(g["family"], 1.0)
+        assert lrs[g["name"]] == pytest.approx(1e-3 * 0.3 * scales.get(g["family"], 1.0))
 
 
 def test_callback_state_round_trips():

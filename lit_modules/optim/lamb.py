@@ -1,0 +1,49 @@
+"""LAMB (You et al., arXiv 1904.00962): Adam's direction with a per-tensor trust ratio.
+
+Per parameter tensor p (Algorithm 2 of the paper, with bias correction as in its experiments):
+    m <- beta1 m + (1 - beta1) g,   v <- beta2 v + (1 - beta2) g^2
+    r = (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps) + wd p
+    p <- p - lr * (||p|| / ||r||) r          (trust ratio 1 where ||p|| or ||r|| is 0)
+The scaling function phi of the paper is the identity (no clipping of ||p||). Decay is inside r, so it is
+normalized with the update; `weight_decay` per group follows the project's decay policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch
+
+
+class Lamb(torch.optim.Optimizer):
+    def __init__(self, params: list[dict], lr: float, betas: tuple[float, float], eps: float = 1e-6):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=0.0))
+
+    @torch.no_grad()
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["step"] += 1
+                state["exp_avg"].lerp_(p.grad, 1 - beta1)
+                state["exp_avg_sq"].mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                m_hat = state["exp_avg"] / (1 - beta1 ** state["step"])
+                v_hat = state["exp_avg_sq"] / (1 - beta2 ** state["step"])
+                r = m_hat / (v_hat.sqrt() + group["eps"])
+                if group["weight_decay"] > 0.0:
+                    r.add_(p, alpha=group["weight_decay"])
+                w_norm, r_norm = p.norm(), r.norm()
+                trust = torch.where((w_norm > 0) & (r_norm > 0), w_norm / r_norm, torch.ones_like(w_norm))
+                p.add_(r * trust, alpha=-group["lr"])
+        return loss

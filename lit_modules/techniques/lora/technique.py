@@ -1,0 +1,136 @@
+"""LoRA fine-tuning (vanilla, rsLoRA, PiSSA) as a technique: adapters on chosen projections, the rest frozen.
+
+    python -m lit_modules.train lora=lora init_from=<run id>                 # adapters on a finished run
+    python -m lit_modules.finetune base_run=<run id> lora=pissa              # the fixed fine-tune recipe
+    python -m lit_modules.train lora=rslora techniques.lora.rank=4 techniques.lora.targets=[q_proj,v_proj]
+
+The adapters attach in `transform_loaded_model`, i.e. once the starting weights are in place (after
+initialization and after `init_from`'s weights are loaded), so PiSSA factors the weights being fine-tuned.
+Every other parameter is frozen (requires_grad=False: it is in no optimizer group and keeps no state). For
+evaluation and export the adapters are merged into plain weights (`prepare_for_inference`). The math and the
+variants are in `adapter.py`. Not implemented: adapters on the embedding, the LM head or a mixture of
+experts' FFN (refused), adapter dropout.
+
+Decay, Muon and MoLS see the factors as families of their own (lora_qk, lora_vo, lora_attn_gate, lora_mlp):
+they are decayed like any 2-D weight under optim.wd_exclude, stay with AdamW under optim=muon (Muon's
+orthogonalized update is not defined for a rank-r factor pair in the sources), and are MoLS groups when
+techniques.mols.modules names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from omegaconf import ListConfig
+from torch import nn
+from torch.nn.utils import parametrize
+
+from lit_modules.techniques.base import Technique
+from lit_modules.techniques.context import TechniqueContext
+from lit_modules.techniques.lora.adapter import VARIANTS, attach, merge, scaling_of
+from lit_modules.techniques.pc_layer.technique import TARGET_PATHS as PC_TARGET_PATHS
+from lit_modules.techniques.registry import register
+
+TARGET_PATHS = {**PC_TARGET_PATHS, "attn_gate": "attn.gate_proj"}  # q_proj ... down_proj, + the output gate
+DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def _targeted(model: nn.Module, targets: Sequence[str]) -> list[tuple[str, nn.Module]]:
+    suffixes = tuple(TARGET_PATHS[t] for t in targets)
+    return [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear) and name.endswith(suffixes)]
+
+
+@register("lora")
+class Lora(Technique):
+
+    def __init__(
+        self,
+        variant: str = "lora",
+        rank: int = 8,
+        alpha: float = 16.0,
+        targets: Sequence[str] = DEFAULT_TARGETS,
+        seed: int = 0,
+        from_scratch: bool = False,
+    ):
+        self.variant = variant
+        self.rank = rank
+        self.alpha = alpha
+        self.targets = list(targets) if isinstance(targets, (list, tuple, ListConfig)) else targets
+        self.seed = int(seed)
+        self.from_scratch = bool(from_scratch)
+
+    def problems(self, cfg: Any = None, context: TechniqueContext | None = None) -> list[str]:
+        knob = "techniques.lora"
+        p = []
+        if self.variant not in VARIANTS:
+            p.append(f"{knob}.variant must be one of {', '.join(VARIANTS)}, not '{self.variant}'.")
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
+            p.append(f"{knob}.rank must be an integer >= 1, not {self.rank!r}.")
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not self.alpha > 0:
+            p.append(f"{knob}.alpha must be a positive number, not {self.alpha!r}.")
+        if not isinstance(self.targets, list) or not self.targets:
+            p.append(f"{knob}.targets must be a non-empty list drawn from {', '.join(TARGET_PATHS)}.")
+        elif unknown := [t for t in self.targets if t not in TARGET_PATHS]:
+            p.append(f"Unknown {knob}.targets {', '.join(map(str, unknown))}; choose from {', '.join(TARGET_PATHS)}.")
+        if p or cfg is None:
+            return p
+        if not cfg.get("init_from") and not self.from_scratch:
+            p.append(
+                "LoRA adapts a trained model and this run starts from a fresh initialization; pass "
+                "init_from=<run id or checkpoint> (or fine-tune with lit_modules.finetune), or set "
+                f"{knob}.from_scratch=true to adapt the initialized weights on purpose."
+            )
+        model = (context or TechniqueContext.of(cfg)).model_as_trained(without=self.name)
+        if model is not None:
+            p += self.structure_problems(model)
+        return p
+
+    def structure_problems(self, model: nn.Module) -> list[str]:
+        ffn = [t for t in self.targets if TARGET_PATHS[t].startswith("mlp.")]
+        if ffn and getattr(getattr(model, "cfg", None), "is_moe", False):
+            return [f"LoRA adapters on a mixture of experts' FFN ({', '.join(ffn)}) are not implemented; keep "
+                    "techniques.lora.targets to the attention projections (q_proj, k_proj, v_proj, o_proj)."]
+        targeted = _targeted(model, self.targets)
+        if not targeted:
+            return [f"techniques.lora.targets {', '.join(self.targets)} match no Linear of this model."]
+        for name, linear in targeted:
+            if parametrize.is_parametrized(linear, "weight"):
+                return [
+                    f"LoRA adapts plain weights, and {name}.weight is already parametrized (e.g. by the PC layer); "
+                    "merge it first (the PC layer's export) or keep it out of techniques.lora.targets."
+                ]
+            if linear.bias is not None:
+                return [f"LoRA here adapts bias-free Linears, and {name} has a bias."]
+            if self.rank > min(linear.weight.shape):
+                return [
+                    f"techniques.lora.rank={self.rank} exceeds the smaller side of {name}.weight "
+                    f"{tuple(linear.weight.shape)}; use a rank of at most {min(linear.weight.shape)}."
+                ]
+        return []
+
+    # ------------------------------------------------------------------ hooks
+
+    def transform_loaded_model(self, model: nn.Module) -> nn.Module:
+        problems = self.structure_problems(model)
+        if problems:
+            raise ValueError(problems[0])
+        for param in model.parameters():
+            param.requires_grad_(False)
+        generator = torch.Generator().manual_seed(self.seed)  # A's draws are the same for a seed, on any device
+        for _, linear in _targeted(model, self.targets):
+            attach(linear, self.rank, float(self.alpha), self.variant, generator)
+        return model
+
+    def prepare_for_inference(self, model: nn.Module) -> nn.Module:
+        return merge(model)
+
+    def tags(self) -> dict[str, str]:
+        return {
+            "lora.variant": self.variant,
+            "lora.rank": str(self.rank),
+            "lora.alpha": str(self.alpha),
+            "lora.scaling": f"{scaling_of(self.variant, self.rank, float(self.alpha)):.6g}",
+            "lora.targets": ",".join(self.targets),
+        }
