@@ -27,7 +27,7 @@ TASKS ?=
 A ?=
 B ?=
 
-.PHONY: help setup setup-cluster train sweep ablate evidence ledger report eval finetune plasticity test test-slow test-distributed test-ui compare bench mlflow-ui tracking-server dry-run clean-runs
+.PHONY: help setup setup-cluster train sweep ablate evidence ledger report eval finetune plasticity test test-slow test-distributed test-ui compare bench gpu-check mlflow-ui tracking-server dry-run clean-runs
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -111,8 +111,11 @@ UI_SHOTS ?=
 test-ui: setup $(UI_STAMP) ## the MLflow UI in a real browser: names, nesting, the HTML report, loss charts first (~3 min)
 	LLM_UI_SHOTS=$(UI_SHOTS) $(PY) -m pytest -q -m ui tests/lit_modules/tracking/test_ui_browser.py
 
-bench: setup ## Lightning step vs plain PyTorch loop (and other ratios)
+bench: setup ## speed ratios, min/median/max over repeats -> bench_results/bench.json (ARGS="--strict": fail if noisy)
 	$(PY) -m lit_modules.bench $(ARGS)
+
+gpu-check: setup ## one GPU, <= 8 min: GPT-2-124M bf16+compile tokens/s, MFU, resume, PC/WISCA -> bench_results/gpu.json
+	$(PY) -m lit_modules.bench.gpu_check $(ARGS)
 
 mlflow-ui: setup ## browse runs at http://127.0.0.1:5000 (Ctrl-C or SIGTERM stops the server and its workers)
 	$(PY) -m lit_modules.tracking.ui_launcher --backend-store-uri $(MLFLOW_STORE) --host $(HOST) --port $(PORT)

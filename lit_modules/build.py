@@ -110,6 +110,16 @@ def build_module(
     )
 
 
+def run_step_callbacks(cfg: DictConfig, budget: Budget) -> list[L.Callback]:
+    """The callbacks every run does work in on every step (`make bench` times the same ones)."""
+    t = cfg.trainer
+    return [
+        DivergenceGuard(t.divergence_factor, t.log_every_n_steps),
+        TokenProgress(budget.tokens_per_step, t.log_every_n_steps),
+        Throughput(budget.tokens_per_step, budget.flops_per_token, t.log_every_n_steps, t.precision),
+    ]
+
+
 def build_callbacks(
     cfg: DictConfig,
     budget: Budget,
@@ -120,12 +130,7 @@ def build_callbacks(
     t = cfg.trainer
     checkpoint = LastCheckpoint(checkpoint_dir, t.checkpoint_every_n_steps, t.stop_after_steps,
                                 final_step=budget.steps, val_every_n_steps=t.val_every_n_steps)
-    callbacks: list[L.Callback] = [
-        record,
-        DivergenceGuard(t.divergence_factor),
-        TokenProgress(budget.tokens_per_step, t.log_every_n_steps),
-        Throughput(budget.tokens_per_step, budget.flops_per_token, t.log_every_n_steps, t.precision),
-    ]
+    callbacks: list[L.Callback] = [record, *run_step_callbacks(cfg, budget)]
     for technique in techniques:
         callbacks += technique.callbacks()
     if cfg.diagnostics.names:

@@ -36,6 +36,8 @@ class LastCheckpoint(L.Callback):
 
     def save(self, trainer: L.Trainer) -> None:
         tmp = self.dirpath / "last.ckpt.tmp"
+        if trainer.logger is not None:
+            trainer.logger.save()  # metrics held by the logger reach the store before the state they belong to
         # Full state (optimizer, loops, callbacks): resume needs all of it. Every rank must call this; the
         # strategy writes on rank 0.
         trainer.save_checkpoint(tmp, weights_only=False)

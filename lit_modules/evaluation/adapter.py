@@ -15,14 +15,20 @@ Scoring rules (they change scores, so they are explicit and logged with the resu
   continuation longer than that (lm-eval's HF model refuses one) is scored in overlapping windows, so every
   one of its tokens is predicted from at least `max_seq_len - 1` preceding tokens, context included; those
   windows are batched on their own, so the other requests' scores are what they are without them.
-- Requests become windows, sorted by length (longest first) and batched `batch_size` at a time with right
-  padding, which a causal model never attends to.
+- Requests become windows, right-padded to a multiple of `pad_multiple` tokens (at most `max_seq_len`) and
+  batched `batch_size` at a time among windows of the same padded length. A causal model never attends to
+  the padding, and a row's arithmetic then depends only on its padded length (checked bit for bit on CPU),
+  so a score does not depend on `batch_size` or on the other requests: batch size 1 gives the same bits.
+- A window whose inputs begin another window of the same padded length (e.g. the choices of one item that
+  differ only in their last token, or one context's shorter continuations) is read from that window's
+  forward pass: the positions it reads are computed exactly as in its own.
 The model is moved to `device` and put in eval mode while scoring (its train/eval mode is restored after).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Any, Iterable, Optional, Sequence
 
 import torch
@@ -31,6 +37,40 @@ from lm_eval.api.model import LM
 from torch import nn
 
 from .windows import Window, continuation_windows, is_long_continuation, scoring_windows
+
+
+PAD_MULTIPLE = 32  # padded lengths: few shapes to batch together, at most 31 wasted positions per row
+
+
+def padded_length(length: int, max_len: int, multiple: int = PAD_MULTIPLE) -> int:
+    """The length a window of `length` inputs is computed at: the next multiple, at most `max_len`."""
+    return min(max_len, -(-length // multiple) * multiple) if length <= max_len else length
+
+
+def shared_forwards(windows: Sequence[Window], max_len: int, multiple: int = PAD_MULTIPLE) -> list[tuple[int, tuple[int, ...], list[int]]]:
+    """(padded length, inputs to run, indices of the windows read from that forward), longest first.
+
+    Within one padded length, a window whose inputs are a prefix of another's joins the longer one's
+    forward. In lexicographic order a sequence with any extension is a prefix of its successor, and every
+    sequence between it and that extension extends it too, so one backward walk finds each chain's host.
+    """
+    by_length: dict[int, dict[tuple[int, ...], list[int]]] = {}
+    for index, window in enumerate(windows):
+        length = padded_length(len(window.inputs), max_len, multiple)
+        by_length.setdefault(length, {}).setdefault(tuple(window.inputs), []).append(index)
+    forwards: list[tuple[int, tuple[int, ...], list[int]]] = []
+    for length in sorted(by_length, reverse=True):
+        groups = by_length[length]
+        hosts: list[tuple[int, tuple[int, ...], list[int]]] = []
+        successor: tuple[int, ...] | None = None
+        for inputs in sorted(groups, reverse=True):
+            if successor is not None and successor[: len(inputs)] == inputs:
+                hosts[-1][2].extend(groups[inputs])
+            else:
+                hosts.append((length, inputs, list(groups[inputs])))
+            successor = inputs
+        forwards += hosts
+    return forwards
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -69,6 +109,7 @@ class LiveLM(LM):
         precision: str = "32-true",
         max_gen_toks: int = 256,
         seed: int = 0,
+        pad_multiple: int = PAD_MULTIPLE,
     ) -> None:
         super().__init__()
         if bos_token not in ("eos", "bos"):
@@ -84,6 +125,9 @@ class LiveLM(LM):
         self.precision = precision
         self.max_gen_toks = int(max_gen_toks)
         self.seed = int(seed)  # sampled generation: request i draws from a generator seeded (seed, i)
+        if pad_multiple < 1:
+            raise ValueError(f"pad_multiple must be at least 1, not {pad_multiple}")
+        self.pad_multiple = int(pad_multiple)
 
     # ---- settings logged with every result ------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
@@ -94,6 +138,7 @@ class LiveLM(LM):
             "prefix_token_id": self.prefix_id,
             "max_seq_len": self.max_seq_len,
             "truncation": "left",
+            "padding": f"right, to a multiple of {self.pad_multiple} tokens; shared prefixes read once",
             "long_continuations": "overlapping windows",
             "device": str(self._device),
             "precision": self.precision,
@@ -126,8 +171,8 @@ class LiveLM(LM):
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def _forward(self, batch: list[list[int]]) -> torch.Tensor:
-        longest = max(len(row) for row in batch)
+    def _forward(self, batch: Sequence[Sequence[int]], length: int | None = None) -> torch.Tensor:
+        longest = length or max(len(row) for row in batch)
         ids = torch.zeros((len(batch), longest), dtype=torch.long)
         for i, row in enumerate(batch):
             ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
@@ -147,21 +192,41 @@ class LiveLM(LM):
 
     def score_windows(self, windows: Sequence[Window]) -> list[tuple[float, bool]]:
         """(sum of log p(target), every target is the argmax) per window, in the given order."""
-        order = sorted(range(len(windows)), key=lambda i: -len(windows[i].inputs))
+        forwards = shared_forwards(windows, self.max_seq_len, self.pad_multiple)
         results: list[tuple[float, bool]] = [(0.0, True)] * len(windows)
         with self._eval_mode():
-            for start in range(0, len(order), self.batch_size):
-                chunk = order[start : start + self.batch_size]
-                logits = self._forward([list(windows[i].inputs) for i in chunk])
-                for row, i in enumerate(chunk):
-                    window = windows[i]
-                    end, n = len(window.inputs), len(window.targets)
-                    logprobs = F.log_softmax(logits[row, end - n : end], dim=-1)
-                    targets = torch.tensor(window.targets, device=logprobs.device)
-                    picked = logprobs.gather(-1, targets[:, None]).squeeze(-1)
-                    greedy = bool((logprobs.argmax(-1) == targets).all())
-                    results[i] = (float(picked.double().sum()), greedy)
+            start = 0
+            while start < len(forwards):
+                length = forwards[start][0]
+                stop = start + 1
+                while stop < len(forwards) and stop - start < self.batch_size and forwards[stop][0] == length:
+                    stop += 1
+                chunk = forwards[start:stop]
+                logits = self._forward([inputs for _, inputs, _ in chunk], length)
+                self._read_scores(logits, chunk, windows, results)
+                start = stop
         return results
+
+    @staticmethod
+    def _read_scores(logits: torch.Tensor, chunk, windows: Sequence[Window], results: list) -> None:
+        """Every window's scored rows of this batch in one log-softmax (a row's own reduction, whatever the
+        rows beside it); each window's sum is exactly rounded (fsum), so no layout changes its bits."""
+        rows, targets, members = [], [], []
+        for row, (_, _, indices) in enumerate(chunk):
+            for i in indices:
+                window = windows[i]
+                end, n = len(window.inputs), len(window.targets)
+                rows.append(logits[row, end - n : end])
+                targets.extend(window.targets)
+                members.append((i, n))
+        logprobs = F.log_softmax(torch.cat(rows), dim=-1)
+        wanted = torch.tensor(targets, device=logprobs.device)
+        picked = logprobs.gather(-1, wanted[:, None]).squeeze(-1).double().tolist()
+        greedy = (logprobs.argmax(-1) == wanted).tolist()
+        offset = 0
+        for i, n in members:
+            results[i] = (math.fsum(picked[offset : offset + n]), all(greedy[offset : offset + n]))
+            offset += n
 
     def score_token_requests(
         self, requests: Sequence[tuple[list[int], list[int]]], rolling: bool = False

@@ -1,7 +1,7 @@
 """Throughput of the batched adapter against scoring one request at a time, on the same model.
 
-`bench_adapter(model, tokenizer, n_requests)` -> {"batched_rps", "single_rps", "ratio", ...}; `make bench`
-can print it. Requests are cloze-shaped (a passage and its next word) cut from a fixed text, so the numbers
+`bench_adapter(model, tokenizer, n_requests)` -> {"batched_rps", "single_rps", "ratio", "ratios", "identical",
+...}; `make bench` reports its per-repeat ratios. Requests are cloze-shaped (a passage and its next word) cut from a fixed text, so the numbers
 do not depend on any corpus being prepared.
 """
 
@@ -37,30 +37,39 @@ def bench_requests(n_requests: int, seed: int = 0, text: Optional[str] = None) -
     return requests
 
 
-def _rate(lm: LiveLM, requests: list[Instance], one_by_one: bool) -> float:
+def _seconds(lm: LiveLM, requests: list[Instance], one_by_one: bool) -> tuple[float, list]:
     started = time.perf_counter()
     if one_by_one:
-        for request in requests:
-            lm.loglikelihood([request])
+        scores = [lm.loglikelihood([request])[0] for request in requests]
     else:
-        lm.loglikelihood(requests)
-    return len(requests) / (time.perf_counter() - started)
+        scores = lm.loglikelihood(requests)
+    return time.perf_counter() - started, scores
 
 
 def bench_adapter(
     model, tokenizer, n_requests: int = 256, batch_size: int = 16, device: str = "auto", repeats: int = 2
-) -> dict[str, float]:
-    """Requests per second, batched (sorted by length, `batch_size` per forward) and one at a time."""
+) -> dict:
+    """Requests per second, batched (`batch_size` per forward) and one at a time, measured back to back in
+    every repeat; `ratios` holds each repeat's batched-over-single speed, `identical` whether the two
+    gave the same scores bit for bit (they must: a faster path that scores differently is no speed-up)."""
     requests = bench_requests(n_requests)
     batched = LiveLM(model, tokenizer, batch_size=batch_size, device=device)
     single = LiveLM(model, tokenizer, batch_size=1, device=device)
     batched.loglikelihood(requests[:batch_size])  # warm-up: first-call allocations and kernel choice
-    batched_rps = max(_rate(batched, requests, one_by_one=False) for _ in range(repeats))
-    single_rps = max(_rate(single, requests, one_by_one=True) for _ in range(repeats))
+    batched_s, single_s, identical = [], [], True
+    for _ in range(repeats):
+        seconds, batched_scores = _seconds(batched, requests, one_by_one=False)
+        batched_s.append(seconds)
+        seconds, single_scores = _seconds(single, requests, one_by_one=True)
+        single_s.append(seconds)
+        identical = identical and batched_scores == single_scores
+    ratios = [s / b for s, b in zip(single_s, batched_s)]
     return {
-        "batched_rps": batched_rps,
-        "single_rps": single_rps,
-        "ratio": batched_rps / single_rps,
+        "batched_rps": n_requests / min(batched_s),
+        "single_rps": n_requests / min(single_s),
+        "ratio": sorted(ratios)[len(ratios) // 2],
+        "ratios": ratios,
+        "identical": identical,
         "n_requests": float(n_requests),
         "batch_size": float(batch_size),
     }

@@ -21,7 +21,7 @@ class EvalConfig:
     # Empty: no evaluation. `local` = the three local tasks of the run's own corpus; `local_<kind>_<corpus>`
     # names one local task; any other name is an lm-eval task or group that needs the Hugging Face Hub.
     tasks: List[str] = field(default_factory=list)
-    batch_size: int = 16  # scores depend on padding; keep it fixed across runs you compare
+    batch_size: int = 16  # sequences per forward; the scores are the same bits at any batch size (adapter.py)
     # Start every context with a document-start token. Our shards separate documents with EOS and never
     # contain BOS, so `eos` is the token a trained model has seen before a document starts.
     add_bos: bool = True

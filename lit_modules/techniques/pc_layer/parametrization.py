@@ -198,15 +198,68 @@ def pc_modules(model: nn.Module) -> list[tuple[str, nn.Module, PCParametrization
 
 @torch.no_grad()
 def refresh_all(model: nn.Module, iters: int, only_invalid: bool = False) -> int:
-    """Refresh u, v of every PC layer in `model` (or only repair invalid ones); returns how many ran."""
-    count = 0
-    for _, module, pc in pc_modules(model):
-        weight = raw_weight(module)
-        if only_invalid and pc.state_is_valid(weight):
-            continue
-        pc.refresh(weight, iters)
-        count += 1
-    return count
+    """Refresh u, v of every PC layer in `model` (or only repair invalid ones); returns how many ran.
+
+    The same arithmetic as `PCParametrization.refresh` on each layer, op for op, but the layers step
+    together: on CPU each normalization is one `torch._foreach_*` call over all of them instead of three
+    calls per layer (the very same per-tensor kernels, so the buffers come out bit-identical; a test
+    checks it). Validity is screened with one norm per buffer: a finite, non-zero norm means finite
+    entries and a non-zero vector; anything else gets the exact per-layer check.
+    """
+    found = pc_modules(model)
+    layers = [(pc, raw_weight(module)) for _, module, pc in found]
+    if not layers:
+        return 0
+    suspects = _invalid_suspects(layers)
+    if only_invalid:
+        layers = [(pc, w) for i, (pc, w) in enumerate(layers) if i in suspects and not pc.state_is_valid(w)]
+        for pc, weight in layers:
+            pc.refresh(weight, iters)
+        return len(layers)
+    for i in sorted(suspects):
+        pc, weight = layers[i]
+        if not pc.state_is_valid(weight):
+            pc._random_init(*weight.shape)
+    groups: dict[tuple, list[tuple[PCParametrization, torch.Tensor]]] = {}
+    for pc, weight in layers:  # one group per (eps, working dtype, device): the foreach calls need one each
+        dtype = torch.float64 if pc.u.dtype == torch.float64 else torch.float32  # never below fp32
+        groups.setdefault((pc.eps, dtype, pc.u.device), []).append((pc, weight))
+    for (eps, dtype, device), members in groups.items():
+        ws = [w.detach().to(dtype=dtype, device=device) for _, w in members]
+        wts = [w.mT for w in ws]  # the same transposed views the per-layer loop makes on every iteration
+        us = [pc.u.to(dtype) for pc, _ in members]
+        vs = [pc.v.to(dtype) for pc, _ in members]
+        for _ in range(iters):
+            vs = _units([torch.mv(wt, u) for wt, u in zip(wts, us)], eps)
+            us = _units([torch.mv(w, v) for w, v in zip(ws, vs)], eps)
+        torch._foreach_copy_([pc.u for pc, _ in members], us)
+        torch._foreach_copy_([pc.v for pc, _ in members], vs)
+    return len(layers)
+
+
+def _units(vecs: list[torch.Tensor], eps: float) -> list[torch.Tensor]:
+    """[_unit(v, eps) for v in vecs]: in three calls on CPU, where foreach ops loop over the same
+    per-tensor kernels; elsewhere (CUDA's fused foreach norm reduces in another order) one by one."""
+    if vecs[0].device.type != "cpu":
+        return [_unit(vec, eps) for vec in vecs]
+    norms = torch._foreach_norm(vecs)
+    torch._foreach_add_(norms, eps)
+    return torch._foreach_div(vecs, norms)
+
+
+def _invalid_suspects(layers: list[tuple[PCParametrization, torch.Tensor]]) -> set[int]:
+    """Indices of layers whose u or v might be invalid: wrong shape, or a norm that is not finite and > 0."""
+    suspects = {i for i, (pc, w) in enumerate(layers) if pc.u.shape != w.shape[:1] or pc.v.shape != w.shape[1:]}
+    shaped = [i for i in range(len(layers)) if i not in suspects]
+    if shaped:
+        buffers = [t for i in shaped for t in (layers[i][0].u, layers[i][0].v)]
+        norms = torch._foreach_norm(buffers)
+        if len({n.dtype for n in norms}) > 1:  # fp32 for one stack: an overflow or underflow only makes a suspect
+            norms = [n.float() for n in norms]
+        norms = torch.stack(norms)
+        good = (torch.isfinite(norms) & (norms > 0)).view(-1, 2).all(dim=1).tolist()
+        suspects.update(i for i, ok in zip(shaped, good) if not ok)
+    return suspects
 
 
 __all__ = ["PCParametrization", "attach_pc", "pc_modules", "pc_of", "raw_weight", "refresh_all", "seed_for"]

@@ -13,9 +13,9 @@ from torch import nn
 
 from lit_modules.data import ByteTokenizer
 from lit_modules.evaluation import EvalConfig, EvalError
-from lit_modules.evaluation.adapter import LiveLM
+from lit_modules.evaluation.adapter import LiveLM, padded_length, shared_forwards
 from lit_modules.evaluation.hub import hub_unreachable_sentence
-from lit_modules.evaluation.windows import continuation_windows, scoring_windows
+from lit_modules.evaluation.windows import Window, continuation_windows, scoring_windows
 from lit_modules.model import Llama, LlamaConfig
 
 TOK = ByteTokenizer()
@@ -107,6 +107,55 @@ def test_scores_do_not_depend_on_batch_size():
     one = LiveLM(model, TOK, batch_size=1, device="cpu").loglikelihood(ll_requests(PAIRS))
     four = LiveLM(model, TOK, batch_size=4, device="cpu").loglikelihood(ll_requests(PAIRS))
     assert [s for s, _ in one] == pytest.approx([s for s, _ in four], abs=1e-4)
+
+
+# Lengths within one padded length and across several, shared prefixes, and one context with choices that
+# differ only in their last token (scored from one forward pass).
+MIXED = [
+    *PAIRS,
+    ("The quick brown fox jumps over the lazy dog and", " runs"),
+    ("The quick brown fox jumps over the lazy dog", " and"),
+    ("The quick brown fox", " jumps over"),
+    *[("Answer with one letter:", f" {letter}") for letter in "ABCD"],
+    ("x" * 90, " past the window"),
+    ("", "an empty context"),
+]
+
+
+def test_scores_are_bit_identical_to_batch_size_one():
+    model = tiny_llama()
+    alone = [LiveLM(model, TOK, batch_size=1, device="cpu").loglikelihood([r])[0] for r in ll_requests(MIXED)]
+    for batch_size in (2, 5, 16):
+        together = LiveLM(model, TOK, batch_size=batch_size, device="cpu").loglikelihood(ll_requests(MIXED))
+        assert together == alone  # bit for bit, not approximately
+
+
+def test_shared_forwards_read_prefixes_from_the_longer_window_of_the_same_padded_length():
+    windows = [
+        Window(0, (1, 2, 3), (2, 3, 4)),
+        Window(1, (1, 2), (2, 3)),
+        Window(2, (1, 2, 3), (2, 3, 9)),  # the same inputs as window 0: one forward
+        Window(3, (1, 5), (5, 6)),
+        Window(4, tuple(range(40)), (39,)),  # padded to 64: not the same shape as the others
+        Window(5, (0, 1), (1, 2)),
+    ]
+    forwards = shared_forwards(windows, max_len=64, multiple=32)
+    assert [(length, inputs, sorted(members)) for length, inputs, members in forwards] == [
+        (64, tuple(range(40)), [4]),
+        (32, (1, 5), [3]),
+        (32, (1, 2, 3), [0, 1, 2]),
+        (32, (0, 1), [5]),
+    ]
+    assert padded_length(64, 64) == 64 and padded_length(33, 50) == 50 and padded_length(1, 64) == 32
+
+
+def test_shared_prefix_is_scored_as_it_is_alone():
+    model = tiny_llama()
+    lm = LiveLM(model, TOK, batch_size=8, device="cpu")
+    short, long = ("Hello there", " friend"), ("Hello there friend, how", " are you")
+    assert lm.loglikelihood(ll_requests([short]))[0] == lm.loglikelihood(ll_requests([long, short]))[1]
+    expected = direct_logprob(model, [TOK.eos_id] + TOK.encode(short[0]), TOK.encode(short[1]))
+    assert lm.loglikelihood(ll_requests([short]))[0][0] == pytest.approx(expected, abs=1e-4)
 
 
 def test_bos_policy():
@@ -290,3 +339,4 @@ def test_bench_adapter_reports_both_rates():
     numbers = bench_adapter(tiny_llama(), TOK, n_requests=16, batch_size=8, device="cpu", repeats=1)
     assert numbers["batched_rps"] > 0 and numbers["single_rps"] > 0
     assert math.isclose(numbers["ratio"], numbers["batched_rps"] / numbers["single_rps"])
+    assert numbers["ratios"] == [numbers["ratio"]] and numbers["identical"] is True

@@ -1,0 +1,38 @@
+"""Is `trainer.compile=true` worth it on this machine? Step time with and without torch.compile, the
+compile time it costs, and whether a default preset run (the model's tpp20 budget) would earn it back.
+
+The default stays eager whatever this says: compiled kernels round differently, so switching the default
+would change every golden history and every committed result (a decision for people, not for a bench).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from lit_modules.bench.steps import lightning_step_timing
+from lit_modules.bench.verdict import Ratio, alternate, per_repeat_ratios
+from lit_modules.config.budget import compute_budget
+from lit_modules.config.composition import compose_run_config
+
+WORTH_IT_SPEEDUP = 1.2  # the issue's bar for making compile a default
+
+
+def compile_rows(models: list[str], steps: int, repeats: int) -> tuple[list[Ratio], list[dict]]:
+    ratios, rows = [], []
+    for model in models:
+        base = [f"model={model}"]
+        timings = alternate({"eager": partial(lightning_step_timing, base, steps),
+                             "compiled": partial(lightning_step_timing, [*base, "trainer.compile=true"], steps)},
+                            repeats)
+        eager = [t for t, _ in timings["eager"]]
+        compiled = [t for t, _ in timings["compiled"]]
+        compile_s = [c - e for (_, c), (_, e) in zip(timings["compiled"], timings["eager"])]
+        speedup = Ratio(f"compile_speedup_{model}", per_repeat_ratios(eager, compiled))
+        ratios.append(speedup)
+        default_steps = compute_budget(compose_run_config(base)).steps
+        saved = default_steps * (sorted(eager)[len(eager) // 2] - sorted(compiled)[len(compiled) // 2])
+        cost = sorted(compile_s)[len(compile_s) // 2]
+        rows.append({"bench": "compile", "variant": model, "eager_s_per_step": eager, "compiled_s_per_step": compiled,
+                     "compile_s": compile_s, "default_run_steps": default_steps, "saved_over_default_run_s": saved,
+                     "worth_making_default": speedup.median >= WORTH_IT_SPEEDUP and cost < saved})
+    return ratios, rows
