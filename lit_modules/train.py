@@ -168,15 +168,16 @@ def run(
             metrics = {k: float(v) for k, v in done.data.metrics.items()}
             return RunResult(done.info.run_id, "SKIPPED", metrics, budget, config_hash)
 
-    client = store() if ranks.is_zero else None
     # Read (and checksum-verified) before any data is prepared: a damaged checkpoint is refused first.
-    init_weights = ranks.decide(lambda: init_weights_from(str(cfg.init_from), client)) if cfg.init_from else None
+    init_weights = ranks.decide(lambda: init_weights_from(str(cfg.init_from), store())) if cfg.init_from else None
     if cfg.trainer.num_threads:
         torch.set_num_threads(cfg.trainer.num_threads)
     L.seed_everything(cfg.seed, verbose=False)
     techniques = checked.techniques
     data = build_data(cfg)
     model, init_stds = build_model(cfg, techniques, init_weights.load_into if init_weights is not None else None)
+    # Made once the data is known to fit: a refused run leaves no store behind (the client creates it).
+    client = store() if ranks.is_zero else None
 
     module = build_module(cfg, model, techniques, budget, data.bytes_per_token)
 

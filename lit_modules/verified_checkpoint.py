@@ -88,10 +88,21 @@ def load_verified_checkpoint(checkpoint: Path) -> dict[str, Any]:
 
 
 class VerifiedCheckpointIO(TorchCheckpointIO):
-    """The Trainer's checkpoint IO: `fit(ckpt_path=...)` restores only a verified checkpoint."""
+    """The Trainer's checkpoint IO: `fit(ckpt_path=...)` restores only a verified checkpoint, and whatever
+    Lightning itself saves through it (ddp_spawn hands rank 0's weights back in a file) gets a checksum."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options=None) -> None:
+        path = Path(path)
+        written = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        super().save_checkpoint(checkpoint, written, storage_options)
+        commit_checkpoint(written, path)
 
     def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict[str, Any]:
         return load_verified_checkpoint(Path(path))
+
+    def remove_checkpoint(self, path) -> None:
+        super().remove_checkpoint(path)
+        checksum_path(Path(path)).unlink(missing_ok=True)
 
 
 def _accepted_digests(sums: Path) -> list[str]:
