@@ -63,7 +63,9 @@ def test_full_preset_is_the_same_grid_at_exactly_20_and_140_tokens_per_parameter
 def make_grid(runs_dir: Path, arms: list[str], steps: int = 8) -> str:
     """A grid parent with one FINISHED child per arm (seed 0), as sweeps.ablate would leave it."""
     client = mlflow_client(runs_dir)
-    experiment = get_or_create_experiment(client, "default", str(runs_dir))
+    # The experiment the cells themselves go to, as sweeps.ablate opens its parent there.
+    name = compose_run_config(["experiment=wd_plasticity"]).logger.experiment
+    experiment = get_or_create_experiment(client, name, str(runs_dir))
     parent = open_run(client, experiment, "ablate:wd_plasticity",
                       {"ablation.name": "wd_plasticity", "ablation.role": "parent"}, {"arms": ",".join(arms)})
     for arm in arms:
