@@ -87,7 +87,7 @@ finetune: setup ## fine-tune a finished run with the fixed recipe: make finetune
 plasticity: setup ## weight decay x TPP grid, fine-tune every base, plasticity table
 	$(PY) -m sweeps.plasticity $(ARGS)
 
-test: setup ## the test suite (offline, ~5 min on 2 cores)
+test: setup ## the test suite (offline, ~12 min on 2 cores)
 	$(PY) -m pytest -q
 
 test-slow: setup ## the slow end-to-end tests

@@ -48,6 +48,7 @@ def commit_checkpoint(written: Path, checkpoint: Path) -> str:
     previous = _accepted_digests(sums) if checkpoint.is_file() else []
     _replace_durably(sums, _sums_text([digest, *previous], checkpoint.name))
     os.replace(written, checkpoint)
+    checksum_path(written).unlink(missing_ok=True)  # written through the checkpoint IO, it had its own
     _fsync_dir(checkpoint.parent)
     _replace_durably(sums, _sums_text([digest], checkpoint.name))
     return digest

@@ -162,6 +162,7 @@ def unfinished_cells(client: MlflowClient, parent: str, since_ms: int) -> list[s
     ]
 
 
+JOB_LAUNCHERS = ("submitit_local", "slurm")  # each cell a job with its own log files
 CELL_STOP_GRACE_S = 30.0  # for stopped cells to end their MLflow runs before what is left is killed
 
 
@@ -207,7 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Its own process group: stopping the driver (Ctrl-C, SIGTERM) stops every cell and worker process.
         with CellWatcher(client, parent, to_run):  # one line per cell as it ends
-            code = run_as_group(command, env={**os.environ, DRIVER_PRINTS_ENV: "1"}, grace_s=CELL_STOP_GRACE_S)
+            # Cells in this terminal leave their line to the watcher; cells of a job launcher (submitit,
+            # SLURM) print it into their own log, which is the only record a cell's job has.
+            quiet_cells = {} if grid.launcher in JOB_LAUNCHERS else {DRIVER_PRINTS_ENV: "1"}
+            code = run_as_group(command, env={**os.environ, **quiet_cells}, grace_s=CELL_STOP_GRACE_S)
         # Hydra's multirun goes on past a failed cell and exits 0: the cells' own statuses say what happened.
         failed = unfinished_cells(client, parent, started_ms)
         status = "FINISHED" if code == 0 and not failed else "FAILED"

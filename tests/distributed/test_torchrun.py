@@ -20,8 +20,9 @@ from lit_modules.config.composition import compose_run_config
 pytestmark = pytest.mark.distributed
 
 TORCHRUN = [str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc_per_node=2"]
-# The same global batch (2 ranks x 8 = 16) and the same 64 held-out windows (val_batches x batch x ranks).
-PER_RANK = {"data.batch_size": "8", "data.val_batches": "4", "trainer.num_threads": "1"}
+# The same global batch (2 ranks x 8 = 16) and the same 64 held-out windows: val_batches x batch_size windows
+# in all, shared out among the ranks by Lightning's DistributedSampler (as the ddp_spawn test in test_train).
+PER_RANK = {"data.batch_size": "8", "data.val_batches": "8", "trainer.num_threads": "1"}
 ONE_PROCESS = {"data.batch_size": "16", "data.val_batches": "4", "trainer.num_threads": "1"}
 KEYS = ("train/loss", "val/loss")
 TOLERANCE = 1e-5  # fp32: the same sums, grouped differently across ranks
@@ -60,7 +61,7 @@ def test_two_ranks_open_one_run_and_train_like_one_process(two_ranks, tmp_path: 
     client, ranked = only_run(tmp / "rank0")  # one MLflow run, opened by rank 0 ...
     assert not (tmp / "rank1").exists()  # ... while rank 1 made no store, checkpoint or folder at all
     assert sorted(p.name for p in (tmp / "rank0" / "checkpoints" / ranked.info.run_id).iterdir()) == [
-        "config.json", "last.ckpt"]
+        "config.json", "last.ckpt", "last.ckpt.sha256", "owner.lock"]  # one checkpoint, its checksum, its owner
     assert not any((tmp / name).exists() for name in ("outputs", "multirun", "rank0/hydra", "rank0/multirun"))
     assert ranked.info.status == "FINISHED" and ranked.data.params["trainer.devices"] == "2"
     assert proc.stdout.count(f"run {ranked.info.run_id} finished") == 1  # reported once, by rank 0

@@ -7,8 +7,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def tiny_overrides(runs_dir: Path, steps: int = 20, **extra: str) -> list[str]:
-    """A run of a few seconds: CPU-tiny model, short sequences, a fixed number of steps."""
+def tiny_overrides(runs_folder: Path, steps: int = 20, **extra: str) -> list[str]:
+    """A run of a few seconds: CPU-tiny model, short sequences, a fixed number of steps; `extra` overrides
+    any of them (runs_dir= too)."""
     base = {
         "regime": "steps",
         "trainer.max_steps": str(steps),
@@ -17,7 +18,7 @@ def tiny_overrides(runs_dir: Path, steps: int = 20, **extra: str) -> list[str]:
         "data.seq_len": "64",
         "data.batch_size": "8",
         "data.val_batches": "4",
-        "runs_dir": str(runs_dir),
+        "runs_dir": str(runs_folder),
     }
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]

@@ -75,6 +75,12 @@ def test_training_writes_a_sha256sum_line_that_matches_the_checkpoint(finished) 
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_a_run_leaves_one_checkpoint_its_checksum_and_nothing_half_written(finished) -> None:
+    runs_dir, run_id = finished
+    folder = checkpoint_of(runs_dir, run_id).parent
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "last.ckpt", "last.ckpt.sha256", "owner.lock"]
+
+
 def sums_name(checkpoint: Path) -> str:
     return checksum_path(checkpoint).name
 
