@@ -18,6 +18,7 @@ MLFLOW_STORE ?= sqlite:///$(CURDIR)/runs/mlflow.db
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
+export MLFLOW_DISABLE_TELEMETRY ?= true
 
 EXP ?=
 FROM ?=

@@ -32,11 +32,12 @@ from analysis.seeds import seed_key
 from analysis.stats import PairedComparison, SeedNoise, compare_paired, seed_noise
 from analysis.technique_reports import curve_prefixes, final_metric_prefixes
 from analysis.verdict import Scale, best_of, family_p_values, judged
-from lit_modules.runs import tags
+from lit_modules.runs import metric_names, tags
 
 TRAIN_TAIL = 5  # logged train/loss values (one micro-batch each) averaged into a run's final train loss
 TRAIN_LOSS = "train/loss (last 5 logged)"
-PERF_KEYS = ("perf/tokens_per_s", "perf/step_time_s")  # read to derive SECONDS_PER_TOKEN, then dropped
+# Read to derive SECONDS_PER_TOKEN, then dropped; under today's names and those of older runs.
+PERF_KEYS = (metric_names.TOKENS_PER_S, metric_names.STEP_TIME_S, "perf/tokens_per_s", "perf/step_time_s")
 CURVE_KEYS = ("val/loss", "train/loss", *PERF_KEYS)  # val/bits_per_byte: only its final value is reported
 # Histories a report reads besides the losses: the core diagnostics' and those each technique declares.
 CURVE_PREFIXES = ("diag/stable_rank/mean/", *curve_prefixes())
@@ -430,13 +431,14 @@ def speedups_table(ab: Ablation, claim: Claim) -> pd.DataFrame:
 
 def seconds_per_token(run_curves: pd.DataFrame, tokens_per_step: float) -> float:
     """Median wall time per token over one run's throughput logs, the first (warm-up) one left out."""
-    rate = run_curves[run_curves["key"] == "perf/tokens_per_s"].sort_values("step")["value"].to_numpy(dtype=float)
+    named = run_curves["key"].map(metric_names.current_name)
+    rate = run_curves[named == metric_names.TOKENS_PER_S].sort_values("step")["value"].to_numpy(dtype=float)
     if rate.size:
         rate = rate[1:] if rate.size > 1 else rate
         rate = rate[np.isfinite(rate) & (rate > 0)]
         if rate.size:
             return float(1.0 / np.median(rate))
-    step_time = run_curves[run_curves["key"] == "perf/step_time_s"].sort_values("step")["value"].to_numpy(dtype=float)
+    step_time = run_curves[named == metric_names.STEP_TIME_S].sort_values("step")["value"].to_numpy(dtype=float)
     step_time = step_time[1:] if step_time.size > 1 else step_time
     if step_time.size and tokens_per_step > 0:
         return float(np.median(step_time) / tokens_per_step)

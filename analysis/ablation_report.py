@@ -236,7 +236,7 @@ def _speedup_section(speed: pd.DataFrame) -> Section:
 def _overhead_section(cost: pd.DataFrame) -> Section:
     if cost.empty or not np.isfinite(cost["us_per_token"].to_numpy(dtype=float)).any():
         return Section("Overhead", [])
-    body = ["Wall time per training token: median of the run's `perf/tokens_per_s` logs (the first, warm-up "
+    body = ["Wall time per training token: median of the run's `tokens_per_s` logs (the first, warm-up "
             "one left out); ratio = geometric mean over seeds of arm / reference. Runs sharing a busy machine "
             "make this noisy; compare it with the spread between seeds.", ""]
     body.append(md.table(cost, [("arm", "arm"), ("reference", "reference"), ("n", "paired seeds"),

@@ -21,6 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from lit_modules.runs import metric_names
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_FILE = REPO / "tests" / "assets" / "goldens.json"
 
@@ -40,12 +42,11 @@ CASES: dict[str, list[str]] = {
     "small_init_eps_gate": ["init=small", "model.norm_eps=1e-12", "model.attn_gate=elementwise"],
 }
 # Wall-clock metrics change with load; everything else a run logs is a function of the seed.
-TIMING_PREFIXES = ("perf/",)
 TIMING_SUFFIXES = ("_seconds",)
 
 
 def _is_timing(key: str) -> bool:
-    return key.startswith(TIMING_PREFIXES) or key.endswith(TIMING_SUFFIXES)
+    return metric_names.current_name(key) in metric_names.TIMING or key.endswith(TIMING_SUFFIXES)
 
 
 def record_case(name: str, runs_dir: Path) -> dict:
@@ -81,7 +82,9 @@ def differences(expected: dict, actual: dict) -> list[str]:
         if case not in actual or case not in expected:
             lines.append(f"{case}: only in {'the reference' if case in expected else 'the new record'}")
             continue
-        a, b = expected[case]["metrics"], actual[case]["metrics"]
+        # A commit from before a metric was renamed is compared under today's name.
+        a, b = ({metric_names.current_name(k): v for k, v in record[case]["metrics"].items()}
+                for record in (expected, actual))
         for key in sorted(set(a) | set(b)):
             if key not in a or key not in b:
                 lines.append(f"{case} {key}: only in {'the reference' if key in a else 'the new record'}")

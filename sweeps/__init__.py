@@ -1,0 +1,1 @@
+import lit_modules  # noqa: F401  first: it turns MLflow's telemetry off before mlflow loads

@@ -25,6 +25,7 @@ from lit_modules.build import build_data, build_model, build_module, run_step_ca
 from lit_modules.config.budget import compute_budget
 from lit_modules.config.composition import compose_run_config
 from lit_modules.config.validate import Validated, validated
+from lit_modules.runs import metric_names
 
 # The hooks Lightning calls on every training step: what a callback costs per step.
 PER_STEP_HOOKS = (
@@ -171,12 +172,12 @@ def plain_seconds_per_step(overrides: list[str], steps: int, warmup: int = 10) -
             raise RuntimeError(f"the plain loop's loss became {value}")
         if done % every == 0:  # the module's loss, token progress and throughput, on the logging cadence
             metrics["train/loss"] = value
-            metrics["tokens_seen"] = float(done * budget.tokens_per_step)
-            metrics.update({f"lr/{g.get('name', 'group')}": float(g["lr"]) for g in optimizer.param_groups})
+            metrics[metric_names.TOKENS_SEEN] = float(done * budget.tokens_per_step)
+            metrics.update({metric_names.learning_rate(g.get('name', 'group')): float(g["lr"]) for g in optimizer.param_groups})
             if window_start is not None:
                 now = time.perf_counter()
-                metrics["perf/tokens_per_s"] = every * budget.tokens_per_step / (now - window_start)
-                metrics["perf/step_time_s"] = (now - window_start) / every
+                metrics[metric_names.TOKENS_PER_S] = every * budget.tokens_per_step / (now - window_start)
+                metrics[metric_names.STEP_TIME_S] = (now - window_start) / every
                 window_start = now
         if metrics:
             logger.log_metrics(metrics, step=step)

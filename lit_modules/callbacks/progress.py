@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import lightning as L
 
+from lit_modules.runs import metric_names
+
 
 class TokenProgress(L.Callback):
     def __init__(self, tokens_per_step: int, every_n_steps: int):
@@ -19,8 +21,8 @@ class TokenProgress(L.Callback):
         if done % self.every_n_steps or trainer.logger is None:
             return
         # Logged as python floats straight to the logger: self.log would round 1e9 tokens in float32.
-        metrics = {"tokens_seen": float(done * self.tokens_per_step)}
+        metrics = {metric_names.TOKENS_SEEN: float(done * self.tokens_per_step)}
         for optimizer in trainer.optimizers:
             for group in optimizer.param_groups:
-                metrics[f"lr/{group.get('name', 'group')}"] = float(group["lr"])
+                metrics[metric_names.learning_rate(group.get('name', 'group'))] = float(group["lr"])
         trainer.logger.log_metrics(metrics, step=done - 1)

@@ -13,6 +13,8 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
+from lit_modules.runs import metric_names
+
 # Dense peak TFLOP/s per device for bf16/fp16 tensor-core math (vendor datasheets, SXM parts).
 PEAK_TFLOPS_BF16 = {
     "H200": 989.0,
@@ -69,9 +71,9 @@ class Throughput(L.Callback):
             torch.cuda.synchronize()
         elapsed = time.perf_counter() - self._t0
         tokens_per_s = (step - self._step0) * self.tokens_per_step / elapsed
-        metrics = {"perf/tokens_per_s": tokens_per_s, "perf/step_time_s": elapsed / (step - self._step0)}
+        metrics = {metric_names.TOKENS_PER_S: tokens_per_s, metric_names.STEP_TIME_S: elapsed / (step - self._step0)}
         if self._peak is not None:
-            metrics["perf/mfu"] = tokens_per_s * self.flops_per_token / (self._peak * trainer.world_size)
+            metrics[metric_names.MFU] = tokens_per_s * self.flops_per_token / (self._peak * trainer.world_size)
         if trainer.logger is not None:
             trainer.logger.log_metrics(metrics, step=step - 1)
         self._restart(trainer)

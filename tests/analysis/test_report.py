@@ -67,8 +67,8 @@ def _child(client, exp, parent, arm, seed, tmp, status="FINISHED"):
         points.append(("val/loss", step, _loss(speed, tokens, seed)))
         points.append(("val/bits_per_byte", step, 1.4 * _loss(speed, tokens, seed)))
         points.append(("train/loss", step, _loss(speed, tokens, seed) + 0.05))
-        points.append(("perf/tokens_per_s", step, tps * (1 + 0.01 * seed)))
-        points.append(("perf/step_time_s", step, PER_STEP / tps))
+        points.append(("tokens_per_s", step, tps * (1 + 0.01 * seed)))
+        points.append(("step_time_s", step, PER_STEP / tps))
         points.append(("mols/lr_scale/qk", step, min(1.0, step / 5)))
         for g, f in (("all", 1.0), ("pc", 0.8), ("no_pc", 1.2), ("kind/o", 0.9), ("kind/up", 1.1)):
             points.append((f"diag/gmcn/{g}", step, f * gmcn * (50 - step) * (1 + 0.01 * seed)))

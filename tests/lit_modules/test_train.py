@@ -24,7 +24,7 @@ def test_tiny_run_logs_the_named_metrics_tags_and_config(runs_dir: Path) -> None
     assert finished.info.status == "FINISHED"
     metrics = set(finished.data.metrics)
     for key in ("train/loss", "val/loss", "val/bits_per_byte", "train/grad_norm", "tokens_seen",
-                "perf/tokens_per_s", "lr/mlp", "lr/emb", "lr/norm"):
+                "tokens_per_s", "lr_mlp", "lr_emb", "lr_norm"):
         assert key in metrics, key
     # Initial stds are params and a table, not 16 step-0 charts ahead of the losses on the run page.
     assert not any(k.startswith("init/std/") for k in metrics)
@@ -49,7 +49,7 @@ def test_tiny_run_logs_the_named_metrics_tags_and_config(runs_dir: Path) -> None
     assert all(value == (step + 1) * per_step for step, value in tokens)
     assert Path(tags["checkpoint_dir"], "last.ckpt").is_file()
     # The learning rate follows warmup + cosine: it rises, then falls.
-    lrs = [v for _, v in history(client, result.run_id, "lr/mlp")]
+    lrs = [v for _, v in history(client, result.run_id, "lr_mlp")]
     assert max(lrs) > lrs[-1]
 
 

@@ -26,12 +26,12 @@ def test_metrics_are_held_until_save_and_written_in_one_batch(tmp_path: Path, mo
     original = MlflowClient.log_batch
     monkeypatch.setattr(MlflowClient, "log_batch", lambda self, *a, **k: writes.append(1) or original(self, *a, **k))
     logger.log_metrics({"tokens_seen": 64.0}, step=4)
-    logger.log_metrics({"perf/tokens_per_s": 10.0, "epoch": 0}, step=4)
+    logger.log_metrics({"tokens_per_s": 10.0, "epoch": 0}, step=4)
     assert _history(client, run_id, "tokens_seen") == []
     logger.save()
     assert writes == [1]
     assert _history(client, run_id, "tokens_seen") == [(4, 64.0)]
-    assert _history(client, run_id, "perf/tokens_per_s") == [(4, 10.0)] and _history(client, run_id, "epoch") == []
+    assert _history(client, run_id, "tokens_per_s") == [(4, 10.0)] and _history(client, run_id, "epoch") == []
     logger.log_metrics({"val/loss": 2.0}, step=9)
     assert logger.has_metric_at("val/loss", 9)  # asking the store first writes what is held
     logger.log_metrics({"val/loss": 1.5}, step=19)
@@ -54,6 +54,6 @@ def test_a_run_writes_one_batch_per_logged_step_and_keeps_every_metric(runs_dir:
     assert len(writes) <= 6, writes
     client = mlflow_client(runs_dir)
     assert [s for s, _ in _history(client, result.run_id, "tokens_seen")] == [4, 9, 14, 19]
-    assert [s for s, _ in _history(client, result.run_id, "perf/tokens_per_s")] == [4, 9, 14, 19]
+    assert [s for s, _ in _history(client, result.run_id, "tokens_per_s")] == [4, 9, 14, 19]
     assert [s for s, _ in _history(client, result.run_id, "train/loss")] == [4, 9, 14, 19]
     assert [s for s, _ in _history(client, result.run_id, "val/loss")] == [9, 19]

@@ -3,14 +3,15 @@
 The test makes a store with a small ablation (smoke: 2 arms x 2 seeds) and a small sweep (2 trials), starts
 `make mlflow-ui`'s launcher over it on a free loopback port, and drives the system Chromium with Playwright:
 cell names are unique and say arm and seed, the cells nest under their parent, the HTML report renders
-with its figures in the artifact view, and a run's charts hold the losses and no init-std charts (MLflow
-orders chart sections alphabetically: `lr` and `perf` come before `train` and `val`). Screenshots go to
+with its figures in the artifact view, and a run's charts lead with the losses (no init-std charts; the
+bookkeeping metrics have no prefix, so MLflow puts them last). Screenshots go to
 $LLM_UI_SHOTS (default: the test's tmp folder).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -106,18 +107,21 @@ def test_the_html_report_renders_with_its_figures_in_the_artifact_view(store, ui
     page.screenshot(path=str(shots / "report.png"))
 
 
-def test_a_runs_metric_charts_have_no_init_std_and_show_the_losses(store, ui, page, shots) -> None:
-    """MLflow 3.17 orders the sections of a run's charts alphabetically (lr, perf, train, val): with the 16
-    `init/std/*` charts gone the losses are one scroll away, not first (see the README)."""
+def test_a_runs_metric_charts_lead_with_the_losses(store, ui, page, shots) -> None:
+    """The run page's chart sections, top to bottom: `train` and `val` (the losses), then the bookkeeping
+    (learning rates, throughput, tokens seen) in MLflow's unprefixed "Model metrics"; no init-std charts."""
     _, cells = _ablation(store)
     cell = sorted(cells, key=lambda c: c.info.run_name)[0]
     page.goto(f"{ui.url}/#/experiments/{cell.info.experiment_id}/runs/{cell.info.run_id}/model-metrics")
     page.get_by_text("Add section").first.wait_for()
-    lines = page.inner_text("body").splitlines()
-    sections = [line for line in lines if line in ("init", "lr", "perf", "train", "val")]
-    assert sections == ["lr", "perf", "train", "val"], sections
-    page.get_by_text("val", exact=True).first.scroll_into_view_if_needed()
     for key in LOSS_CHARTS:
         page.get_by_text(f"{cell.info.run_name} ({key})").first.wait_for()
+    lines = page.inner_text("body").splitlines()
+    # A section's header is its name, then its chart count on the next line: "train", "(2)".
+    headers = [name for name, count in zip(lines, lines[1:]) if re.fullmatch(r"\(\d+\)", count)]
+    assert headers == ["train", "val", "Model metrics"], headers
+    charts = [line[len(cell.info.run_name) + 2:-1] for line in lines if line.startswith(f"{cell.info.run_name} (")]
+    first = charts[:len(LOSS_CHARTS) + 1]  # the three losses and the grad norm, in the order drawn
+    assert set(LOSS_CHARTS) <= set(first) and all(k.startswith(("train/", "val/")) for k in first), charts
     page.locator("svg .trace").last.wait_for()  # plotly has drawn the charts in view
     page.screenshot(path=str(shots / "run_page.png"))
