@@ -76,6 +76,8 @@ def parse_args(argv: list[str]) -> Invocation:
             inv.sweep_name = arg.split("=", 1)[1]
         elif arg.startswith("sweep."):
             inv.sweep_dotlist.append(arg[len("sweep."):])
+        elif arg.startswith("runs_dir="):  # the sweep's folder, as for `make ablate`: its study and trials go there
+            inv.sweep_dotlist.append(arg)
         else:
             inv.run_overrides.append(arg)
     return inv

@@ -32,11 +32,13 @@ def states(runs_dir: Path) -> list[str]:
 
 def test_make_sweep_with_two_trials(runs_dir: Path) -> None:
     proc = subprocess.run(
-        ["make", "-s", "sweep", "SWEEP=lr_wd", "TRIALS=2", f"ARGS=sweep.runs_dir={runs_dir} sweep.study_name=t {' '.join(FAST)}"],
+        # runs_dir= as a user types it (as for make ablate): the study and every trial's run go there.
+        ["make", "-s", "sweep", "SWEEP=lr_wd", "TRIALS=2", f"ARGS=runs_dir={runs_dir} sweep.study_name=t {' '.join(FAST)}"],
         cwd=REPO, capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert states(runs_dir).count("COMPLETE") == 2
+    assert len(all_runs(runs_dir)) == 3  # the parent and its two trials
     assert "summary:" in proc.stdout and "mlflow-ui" in proc.stdout
     assert (runs_dir / "sweeps" / "t" / "summary.md").is_file()
 
