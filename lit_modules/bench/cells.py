@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,9 +61,11 @@ def cell_fixed_cost(overrides: list[str], repeats: int, steps: int = 20) -> dict
     return {"first_s": first, "warm_s": warm}
 
 
-def sweep_seconds(workers: int, trials: int, extra: list[str] = (), sweep: str = "lr_wd") -> float:
+def sweep_seconds(workers: int, trials: int, extra: list[str] = (), sweep: str = "lr_wd",
+                  trial_seconds: list[float] | None = None) -> float:
     """First trial start to last trial finish of a fresh `trials`-trial sweep with `workers` workers (each
-    with cores // workers threads, as the driver sets them)."""
+    with cores // workers threads, as the driver sets them); the median trial's own duration is appended
+    to `trial_seconds` when given (how fast one trial runs on its share of the cores)."""
     import optuna
 
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp:
@@ -82,4 +85,6 @@ def sweep_seconds(workers: int, trials: int, extra: list[str] = (), sweep: str =
         raise RuntimeError(f"the bench sweep finished {len(finished)} of {trials} trials")
     first = min(t.datetime_start for t in finished)
     last = max(t.datetime_complete for t in finished)
+    if trial_seconds is not None:
+        trial_seconds.append(statistics.median((t.datetime_complete - t.datetime_start).total_seconds() for t in finished))
     return (last - first).total_seconds()

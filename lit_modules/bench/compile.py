@@ -11,8 +11,8 @@ from functools import partial
 
 from lit_modules.bench.steps import lightning_step_timing
 from lit_modules.bench.verdict import Ratio, alternate, per_repeat_ratios
-from lit_modules.config.budget import compute_budget
 from lit_modules.config.composition import compose_run_config
+from lit_modules.config.validate import validated
 
 WORTH_IT_SPEEDUP = 1.2  # the issue's bar for making compile a default
 
@@ -29,10 +29,15 @@ def compile_rows(models: list[str], steps: int, repeats: int) -> tuple[list[Rati
         compile_s = [c - e for (_, c), (_, e) in zip(timings["compiled"], timings["eager"])]
         speedup = Ratio(f"compile_speedup_{model}", per_repeat_ratios(eager, compiled))
         ratios.append(speedup)
-        default_steps = compute_budget(compose_run_config(base)).steps
+        default_steps = default_run_steps(model)
         saved = default_steps * (sorted(eager)[len(eager) // 2] - sorted(compiled)[len(compiled) // 2])
         cost = sorted(compile_s)[len(compile_s) // 2]
         rows.append({"bench": "compile", "variant": model, "eager_s_per_step": eager, "compiled_s_per_step": compiled,
                      "compile_s": compile_s, "default_run_steps": default_steps, "saved_over_default_run_s": saved,
                      "worth_making_default": speedup.median >= WORTH_IT_SPEEDUP and cost < saved})
     return ratios, rows
+
+
+def default_run_steps(model: str) -> int:
+    """Optimizer steps of a default run of `model` (its preset budget), with the vocabulary filled in."""
+    return validated(compose_run_config([f"model={model}"])).budget.steps

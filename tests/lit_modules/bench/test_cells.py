@@ -16,5 +16,17 @@ def test_cell_fixed_cost_reports_the_first_and_the_later_cells():
 def test_sweep_seconds_times_a_real_sweep_from_its_first_trial_to_its_last():
     from lit_modules.bench.cells import sweep_seconds
 
-    seconds = sweep_seconds(1, 2, ["trainer.max_steps=3", "data.seq_len=32", "data.batch_size=4"])
+    per_trial: list[float] = []
+    seconds = sweep_seconds(1, 2, ["trainer.max_steps=3", "data.seq_len=32", "data.batch_size=4"], trial_seconds=per_trial)
     assert math.isfinite(seconds) and seconds > 0
+    # One worker runs its two trials one after the other: the median trial takes at most half the span.
+    assert len(per_trial) == 1 and 0 < per_trial[0] <= seconds / 2 + 1e-3
+
+
+def test_the_compile_bench_knows_a_default_runs_length():
+    from lit_modules.bench.compile import default_run_steps
+    from lit_modules.config.composition import compose_run_config
+    from lit_modules.config.validate import validated
+
+    steps = default_run_steps("tiny")
+    assert steps > 0 and steps == validated(compose_run_config(["model=tiny"])).budget.steps
