@@ -330,7 +330,8 @@ def verdicts_table(ab: Ablation, claim: Claim) -> pd.DataFrame:
                 continue
             c, noise = _check_comparison(ab, check, arm, reference)
             tests.append(_Test(check, arm, reference, expect, c, noise, split_arm(arm)[1]))
-    adjusted, family_size = family_p_values([(t.expect, t.comparison) for t in tests])
+    adjusted, family_size = family_p_values([(t.expect, t.comparison) for t in tests],
+                                            [(t.arm, t.reference, t.check.metric, t.expect) for t in tests])
     rows = []
     for t, p_holm in zip(tests, adjusted):
         check, c = t.check, t.comparison

@@ -251,11 +251,22 @@ def in_family(expect: str | None, comparison: PairedComparison) -> bool:
     return expect is not None and comparison.n >= MIN_SEEDS and math.isfinite(comparison.p_t)
 
 
-def family_p_values(tests: list[tuple[str | None, PairedComparison]]) -> tuple[list[float | None], int]:
-    """Holm-adjusted p per (expectation, comparison) test (None outside the family), and the family size."""
-    members = [i for i, (expect, c) in enumerate(tests) if in_family(expect, c)]
+def family_p_values(tests: list[tuple[str | None, PairedComparison]],
+                    keys: list[object] | None = None) -> tuple[list[float | None], int]:
+    """Holm-adjusted p per (expectation, comparison) test (None outside the family), and the family size.
+
+    `keys` name what each test compares (e.g. arm, reference, metric): a test with the key of an earlier
+    one is the same hypothesis on the same data (a tuned check that picks the pair an untuned check already
+    tests) and is counted once, sharing that test's adjusted p.
+    """
+    keys = list(range(len(tests))) if keys is None else keys
+    first: dict[object, int] = {}
+    for i, (expect, c) in enumerate(tests):
+        if in_family(expect, c):
+            first.setdefault(keys[i], i)
+    members = list(first.values())
     adjusted = dict(zip(members, holm_adjust([tests[i][1].p_t for i in members])))
-    return [adjusted.get(i) for i in range(len(tests))], len(members)
+    return [adjusted.get(first.get(keys[i], -1)) if in_family(*tests[i]) else None for i in range(len(tests))], len(members)
 
 
 # ---------------------------------------------------------------------------------------- rule 7: the pick

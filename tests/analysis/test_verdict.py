@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from analysis.ablation import verdicts_table
 from analysis.claims import CLAIMS, Check, Claim, claim_for
 from analysis.verdict import INCONCLUSIVE, MATCHED_TPP, NOT_REPRODUCED, REPRODUCED, Scale, verdict
-from analysis.stats import SeedNoise, compare_paired
+from analysis.stats import SeedNoise, compare_paired, holm_adjust
 from tests.helpers.handmade_ablation import handmade
 
 SEEDS = ("0", "1", "2")
@@ -125,6 +125,13 @@ def test_tuned_check_compares_each_sides_best_lr_on_the_same_grid():
     untuned = table[(table["variant"] != "tuned")].set_index("arm")
     assert untuned.loc["snr@lr1e-3", "reference"] == "baseline@lr1e-3"  # per LR point, within the variant
     assert untuned.loc["snr@lr3e-3", "reference"] == "baseline@lr3e-3"
+    # The tuned pick is the very pair the lr3e-3 check tests: one hypothesis on the same seeds, so the family
+    # holds the two LR points only, and both rows carry the same adjusted p.
+    val = table[table["metric"] == "val/loss"]
+    assert (val["family_size"] == 2).all()
+    assert row["p_holm"] == untuned.loc["snr@lr3e-3", "p_holm"]
+    assert sorted(val.drop_duplicates("arm")["p_holm"]) == pytest.approx(
+        sorted(holm_adjust(list(val.drop_duplicates("arm")["p_t"]))))
 
 
 def test_a_tuned_check_over_different_grids_is_not_called():
