@@ -21,7 +21,6 @@ from lit_modules.techniques.pc_layer.cost import pc_step_flops
 from lit_modules.techniques.pc_layer.merge import merge_pc
 
 LEVELS = (2, 4)
-FOLD = "techniques.pc_layer.fold_scalars"
 
 
 def excess_points(analytic_ratio: float):
@@ -35,27 +34,24 @@ def training_ratios(models: list[str], steps: int, repeats: int) -> tuple[list[R
     ratios, derived, rows = [], {}, []
     for model in models:
         base = [f"model={model}"]
-        variants = {"baseline": base, **{f"level{k}": [*base, f"pc_layer=level{k}"] for k in LEVELS},
-                    # the same map with its scalars folded onto the small side (a knob, off by default)
-                    **{f"level{k}_folded": [*base, f"pc_layer=level{k}", f"+{FOLD}=true"] for k in LEVELS}}
+        variants = {"baseline": base, **{f"level{k}": [*base, f"pc_layer=level{k}"] for k in LEVELS}}
         times = alternate({name: partial(lightning_seconds_per_step, o, steps) for name, o in variants.items()}, repeats)
         cfg = bench_config(base, steps)
         tokens = cfg.data.batch_size * cfg.data.seq_len
         for level in LEVELS:
             analytic = 1.0 + pc_step_flops(OmegaConf.to_object(cfg.model), level, tokens)["overhead"]
-            for variant, suffix in ((f"level{level}", ""), (f"level{level}_folded", "_folded")):
-                ratio = Ratio(f"pc_{model}_level{level}{suffix}_vs_baseline",
-                              per_repeat_ratios(times[variant], times["baseline"]), at_least=1.0)
-                ratios.append(ratio)
-                derived[f"pc_excess_over_math_{model}_level{level}{suffix}"] = (ratio.key, excess_points(analytic))
-                rows.append({
-                    "bench": "pc_train_step", "variant": f"{model}_{variant}",
-                    "s_per_step": sorted(times[variant])[len(times[variant]) // 2],
-                    "baseline_s_per_step": sorted(times["baseline"])[len(times["baseline"]) // 2],
-                    "ratio_vs_baseline": ratio.median, "analytic_ratio": analytic,
-                    "excess_over_math_points": excess_points(analytic)(ratio.median),
-                    "tokens_per_microbatch": tokens, "repeats": repeats,
-                })
+            ratio = Ratio(f"pc_{model}_level{level}_vs_baseline",
+                          per_repeat_ratios(times[f"level{level}"], times["baseline"]), at_least=1.0)
+            ratios.append(ratio)
+            derived[f"pc_excess_over_math_{model}_level{level}"] = (ratio.key, excess_points(analytic))
+            rows.append({
+                "bench": "pc_train_step", "variant": f"{model}_level{level}",
+                "s_per_step": sorted(times[f"level{level}"])[len(times[f"level{level}"]) // 2],
+                "baseline_s_per_step": sorted(times["baseline"])[len(times["baseline"]) // 2],
+                "ratio_vs_baseline": ratio.median, "analytic_ratio": analytic,
+                "excess_over_math_points": excess_points(analytic)(ratio.median),
+                "tokens_per_microbatch": tokens, "repeats": repeats,
+            })
     return ratios, derived, rows
 
 

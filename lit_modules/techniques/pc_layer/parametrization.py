@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from lit_modules.techniques.pc_layer.polynomials import coefficients, odd_matrix_polynomial, small_side_factor
+from lit_modules.techniques.pc_layer.polynomials import coefficients, odd_matrix_polynomial
 
 
 class PCParametrization(nn.Module):
@@ -38,13 +38,11 @@ class PCParametrization(nn.Module):
         learnable_gamma: bool = True,
         eps: float = 1e-7,
         seed: int = 0,
-        fold_scalars: bool = False,
     ):
         super().__init__()
         coefficients(level)  # fail early on a level outside the table
         self.level = level
         self.recover_norm = recover_norm
-        self.fold_scalars = fold_scalars
         self.eps = eps
         self.seed = seed  # for (re-)initializing u, v without touching the global RNG
         out_features, in_features = shape
@@ -73,32 +71,10 @@ class PCParametrization(nn.Module):
         return w_pc
 
     def forward(self, weight: torch.Tensor) -> torch.Tensor:
-        if self.fold_scalars:
-            return self._folded(weight)
         w_pc = self.preconditioned(weight)
         if self.gamma is not None:
             w_pc = w_pc * self.gamma.to(dtype=w_pc.dtype)
         return w_pc
-
-    def _folded(self, weight: torch.Tensor) -> torch.Tensor:
-        """The same map with every scalar moved onto the small side (`fold_scalars`, off by default):
-
-            gamma sg(sigma) p(W / sigma) = W [q(W^T W / sigma^2) gamma sg(sigma) / sigma]   (tall W)
-
-        so no elementwise pass (nor its backward) touches the long L x S side: W / sigma, the recovery and
-        gamma cost S x S work instead. Equal in exact arithmetic; in floating point the products are
-        ordered differently, so results differ from the official order by rounding (~1e-7 relative).
-        """
-        sigma = self.sigma(weight)
-        scale = (sigma.detach() / sigma) if self.recover_norm else (1.0 / sigma)
-        if self.gamma is not None:
-            scale = scale * self.gamma.to(dtype=weight.dtype)
-        if len(coefficients(self.level)) == 1:
-            return weight * (scale * coefficients(self.level)[0])
-        tall = weight.shape[0] >= weight.shape[1]
-        gram = (weight.mT @ weight if tall else weight @ weight.mT) / (sigma * sigma)
-        q = small_side_factor(gram, self.level) * scale.reshape(())
-        return weight @ q if tall else q @ weight
 
     # --- streaming power iteration --------------------------------------------------------------
 
@@ -168,8 +144,7 @@ class PCParametrization(nn.Module):
 
     def extra_repr(self) -> str:
         gamma = self.gamma is not None
-        folded = ", fold_scalars=True" if self.fold_scalars else ""
-        return f"level={self.level}, recover_norm={self.recover_norm}, gamma={gamma}, eps={self.eps}{folded}"
+        return f"level={self.level}, recover_norm={self.recover_norm}, gamma={gamma}, eps={self.eps}"
 
 
 def _unit(vec: torch.Tensor, eps: float) -> torch.Tensor:

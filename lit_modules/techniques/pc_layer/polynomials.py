@@ -53,19 +53,12 @@ def odd_matrix_polynomial(wn: torch.Tensor, level: int) -> torch.Tensor:
     if len(coeffs) == 1:
         return wn * coeffs[0]
     tall = wn.shape[0] >= wn.shape[1]
-    q = small_side_factor(wn.mT @ wn if tall else wn @ wn.mT, level)
-    return wn @ q if tall else q @ wn
-
-
-def small_side_factor(gram: torch.Tensor, level: int) -> torch.Tensor:
-    """q(G) = c1 I + c3 G + c5 G^2 + ... by Horner, for the Gram matrix G of a normalized weight's smaller
-    side (level >= 1): p(Wn) = Wn q(Wn^T Wn)."""
-    coeffs = coefficients(level)
+    gram = wn.mT @ wn if tall else wn @ wn.mT
     eye = torch.eye(gram.shape[0], dtype=gram.dtype, device=gram.device)
     q = gram * coeffs[-1] + eye * coeffs[-2]  # the innermost Horner step needs no product
     for c in reversed(coeffs[:-2]):
         q = torch.addmm(eye, gram, q, beta=c)  # c I + G q
-    return q
+    return wn @ q if tall else q @ wn
 
 
 def condition_number_after(low: float, level: int, high: float = 1.0, points: int = 100_001) -> float:
@@ -136,5 +129,4 @@ __all__ = [
     "max_on_unit_interval",
     "odd_matrix_polynomial",
     "odd_polynomial",
-    "small_side_factor",
 ]

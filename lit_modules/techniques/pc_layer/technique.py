@@ -59,7 +59,6 @@ class PCLayer(Technique):
         power_iters: int = 10,
         eps: float = 1e-7,
         experts: bool = False,
-        fold_scalars: bool = False,
     ):
         # No checks here: `problems()` reports every bad value as a sentence before any compute.
         self.level = level
@@ -76,10 +75,6 @@ class PCLayer(Technique):
         # Not in the conf/pc_layer files (their nodes, hence the presets' hashes, stay as they were): set it
         # with +techniques.pc_layer.experts=true.
         self.experts = experts
-        # Speed, not the paper: build the weight with sigma, the recovery and gamma folded onto the small side
-        # (`PCParametrization._folded`), equal up to rounding. Off by default, so the official order of
-        # operations (and every committed result) stays; like `experts`, set with +techniques.pc_layer.fold_scalars=true.
-        self.fold_scalars = fold_scalars
 
     # --- validation -----------------------------------------------------------------------------
 
@@ -90,7 +85,7 @@ class PCLayer(Technique):
                 f"techniques.pc_layer.level must be one of {sorted(PC_COEFFICIENTS)} (the published table), "
                 f"not {self.level}."
             )
-        for key in ("recover_norm", "learnable_gamma", "experts", "fold_scalars"):
+        for key in ("recover_norm", "learnable_gamma", "experts"):
             if not isinstance(getattr(self, key), bool):
                 p.append(f"techniques.pc_layer.{key} must be true or false, not {getattr(self, key)!r}.")
         if not isinstance(self.targets, list) or not self.targets:
@@ -139,7 +134,6 @@ class PCLayer(Technique):
                     recover_norm=self.recover_norm,
                     learnable_gamma=self.learnable_gamma,
                     eps=self.eps,
-                    fold_scalars=self.fold_scalars,
                 )
                 matched += 1
         if matched == 0:
@@ -191,8 +185,6 @@ class PCLayer(Technique):
             "pc.learnable_gamma": str(self.learnable_gamma).lower(),
             "pc.power_iters": str(self.power_iters),
             **({"pc.experts": "true"} if self.experts else {}),
-            # Folded arithmetic is not the release's order of operations: tagged, and absent when off.
-            **({"pc.fold_scalars": "true", "fidelity.pc_layer.arithmetic": "reordered"} if self.fold_scalars else {}),
             "fidelity.pc_layer.coefficients": "confirmed",  # hard-coded table of the official code
             "fidelity.pc_layer.sigma_gradient": "confirmed",  # u^T W v with autograd through W
             # Refreshed after every optimizer step (confirmed); on resume the checkpoint's u, v are kept.
