@@ -266,7 +266,8 @@ def family_p_values(tests: list[tuple[str | None, PairedComparison]],
             first.setdefault(keys[i], i)
     members = list(first.values())
     adjusted = dict(zip(members, holm_adjust([tests[i][1].p_t for i in members])))
-    return [adjusted.get(first.get(keys[i], -1)) if in_family(*tests[i]) else None for i in range(len(tests))], len(members)
+    shared = [adjusted.get(first.get(keys[i], -1)) if in_family(*tests[i]) else None for i in range(len(tests))]
+    return shared, len(members)
 
 
 # ---------------------------------------------------------------------------------------- rule 7: the pick

@@ -14,7 +14,6 @@ MFU = "mfu"
 TIMING = (TOKENS_PER_S, STEP_TIME_S, MFU)  # wall-clock measurements: they change with load, nothing else does
 
 
-
 def learning_rate(group: str) -> str:
     """The learning-rate metric of one parameter group, e.g. `lr_mlp`."""
     return f"lr_{group}"
