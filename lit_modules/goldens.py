@@ -129,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     cmp_.add_argument("a")
     cmp_.add_argument("b")
     args = parser.parse_args(argv)
+    from lit_modules.quiet import quiet_libraries
+
+    quiet_libraries()  # seven fits' banners would bury the one line of the answer
 
     if args.verb == "record":
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -2,8 +2,9 @@
 
 Silenced: Lightning's start-up banners ("GPU available", "TPU available", the litlogger/litmodels tips)
 and its "`Trainer.fit` stopped: `max_steps` reached" line (all INFO messages of its rank-zero logger;
-its warnings still show), torch's `LeafSpec` FutureWarning (raised inside Lightning, nothing a user can
-change), and the tqdm bars of `datasets` and lm-eval during evaluation. The platform prints its own
+its warnings still show), MLflow's two lines on creating a new store, torch's `LeafSpec` FutureWarning
+(raised inside Lightning, nothing a user can change), and the tqdm bars of `datasets` and lm-eval during
+evaluation. The platform prints its own
 progress instead (lit_modules.callbacks.live_progress, the sweep and ablation drivers' lines).
 
 tqdm reads its environment once, when it is first imported, so an entry point imports this module
@@ -26,6 +27,7 @@ QUIET_LOGGERS = (
     "lightning.pytorch.utilities.rank_zero",  # GPU/TPU available, tips, `Trainer.fit` stopped
     "lightning.fabric.utilities.rank_zero",
     "lightning.pytorch.accelerators.cuda",  # LOCAL_RANK / CUDA_VISIBLE_DEVICES banner
+    "mlflow.store.db.utils",  # "Creating initial MLflow database tables...", "Updating database tables"
 )
 KNOWN_WARNINGS = (
     (r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning),
