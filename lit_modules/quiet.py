@@ -4,8 +4,8 @@ Silenced: Lightning's start-up banners ("GPU available", "TPU available", the li
 and its "`Trainer.fit` stopped: `max_steps` reached" line (all INFO messages of its rank-zero logger;
 its warnings still show), MLflow's two lines on creating a new store, torch's `LeafSpec` FutureWarning
 (raised inside Lightning, nothing a user can change), and the tqdm bars of `datasets` and lm-eval during
-evaluation. The platform prints its own
-progress instead (lit_modules.callbacks.live_progress, the sweep and ablation drivers' lines).
+evaluation. The platform prints its own progress instead (lit_modules.callbacks.live_progress, the sweep
+and ablation drivers' lines).
 
 tqdm reads its environment once, when it is first imported, so an entry point imports this module
 before anything that imports tqdm (Lightning, Optuna, datasets); `TQDM_DISABLE=0` brings the bars back.
