@@ -55,6 +55,7 @@ from lit_modules.tracking.job_tags import scheduler_tags
 from lit_modules.tracking.multirun_parent import multirun_parent
 from lit_modules.tracking.lightning_logger import MlflowRunLogger
 from lit_modules.stack_dumps import enable_stack_dumps
+from lit_modules.tracking.stop_deadline import enable_stop_deadline
 from lit_modules.tracking.run_lifecycle import flatten, open_run, run_lifecycle, set_tags, stop_signals_deferred
 from lit_modules.tracking.init_stds import INIT_STD_TABLE, init_std_params, write_init_std_table
 from lit_modules.tracking.run_names import base_run_name, unique_run_name
@@ -367,6 +368,7 @@ def main() -> None:
     register_schema()
     quiet_libraries()
     enable_stack_dumps()
+    enable_stop_deadline()
     argv = sys.argv[1:]
     overrides = [arg for arg in argv if arg not in MULTIRUN_FLAGS]
     if any(arg.startswith("-") for arg in overrides):

@@ -18,6 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from lit_modules.runs.tags import END_REASON, PARENT, RESUMED
 from lit_modules.tracking.run_owner import own_run
+from lit_modules.tracking.stop_deadline import arm_stop_deadline
 from lit_modules.tracking.store import store_lock
 from lit_modules.tracking.uri_masking import mask_password
 
@@ -134,6 +135,7 @@ def _signals_recorded(received: list[int]) -> Iterator[None]:
 
     def stop(signum, frame) -> None:
         received.append(signum)
+        arm_stop_deadline(signum)  # the stop below must end the process, or the deadline will
         if _deferring:
             _deferred.append(signum)
             return
