@@ -98,7 +98,7 @@ compare: setup ## do two commits train identically? golden metric histories side
 	@test -n "$(A)" -a -n "$(B)" || { echo "error: give two commits: make compare A=<commit> B=<commit>" >&2; exit 2; }
 	$(PY) -m lit_modules.goldens compare $(A) $(B)
 
-test-distributed: setup-cluster ## PostgreSQL sweeps, an MLflow server, submitit cells, torchrun ranks (~6 min)
+test-distributed: setup-cluster ## PostgreSQL sweeps, an MLflow server, submitit cells, torchrun ranks (~3 min after set-up)
 	LLM_ABLATE_REQUIRE_CLUSTER=1 $(PY) -m pytest -q -m distributed tests/distributed
 
 UI_STAMP := $(VENV)/.ui-installed
@@ -109,7 +109,7 @@ $(UI_STAMP): $(STAMP) pyproject.toml
 	@touch $(UI_STAMP)
 
 UI_SHOTS ?=
-test-ui: setup $(UI_STAMP) ## the MLflow UI in a real browser: names, nesting, the HTML report, loss charts first (~3 min)
+test-ui: setup $(UI_STAMP) ## the MLflow UI in a real browser: names, nesting, the HTML report, loss charts first (~1 min after set-up)
 	LLM_UI_SHOTS=$(UI_SHOTS) $(PY) -m pytest -q -m ui tests/lit_modules/tracking/test_ui_browser.py
 
 bench: setup ## speed ratios, min/median/max over repeats -> bench_results/bench.json (ARGS="--strict": fail if noisy)
