@@ -30,7 +30,7 @@ from analysis.curves import Speedup, speedup_vs_baseline
 from analysis.load_runs import numeric
 from analysis.seeds import seed_key
 from analysis.stats import PairedComparison, SeedNoise, compare_paired, seed_noise
-from analysis.technique_reports import curve_prefixes, final_metric_prefixes
+from lit_modules.technique_reports import curve_prefixes, final_metric_prefixes
 from analysis.verdict import Scale, best_of, family_p_values, judged
 from lit_modules.runs import metric_names, tags
 

@@ -40,7 +40,7 @@ from analysis.results_data import DATA_DIR
 from analysis.results_data import safe_name as _safe
 from analysis.seeds import seed_key
 from analysis.sections import Section, first_value
-from analysis.technique_reports import figure_specs
+from lit_modules.technique_reports import figure_specs
 from analysis.verdict import MATCHED_TPP, RULE_TEXT, count, number
 
 

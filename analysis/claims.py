@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from analysis.technique_reports import technique_reports
+from lit_modules.technique_reports import technique_reports
 
 VARIANT_SEP = "@"
 LR_VARIANT_PREFIX = "lr"

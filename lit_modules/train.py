@@ -50,11 +50,11 @@ from lit_modules.resume import init_weights_from, resolve_resume
 from lit_modules.runs import tags as run_tags
 from lit_modules.runs.finished import CONFIG_SIDECAR
 from lit_modules.runs.search import children_filter
+from lit_modules.stack_dumps import enable_stack_dumps
 from lit_modules.tracking import repro
 from lit_modules.tracking.job_tags import scheduler_tags
 from lit_modules.tracking.multirun_parent import multirun_parent
 from lit_modules.tracking.lightning_logger import MlflowRunLogger
-from lit_modules.stack_dumps import enable_stack_dumps
 from lit_modules.tracking.stop_deadline import enable_stop_deadline
 from lit_modules.tracking.run_lifecycle import flatten, open_run, run_lifecycle, set_tags, stop_signals_deferred
 from lit_modules.tracking.init_stds import INIT_STD_TABLE, init_std_params, write_init_std_table
@@ -368,7 +368,6 @@ def main() -> None:
     register_schema()
     quiet_libraries()
     enable_stack_dumps()
-    enable_stop_deadline()
     argv = sys.argv[1:]
     overrides = [arg for arg in argv if arg not in MULTIRUN_FLAGS]
     if any(arg.startswith("-") for arg in overrides):
@@ -376,6 +375,7 @@ def main() -> None:
         return
     multirun = len(overrides) < len(argv)
     try:
+        enable_stop_deadline()
         if multirun:
             jobs = compose_multirun(overrides)
         else:

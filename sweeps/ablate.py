@@ -217,13 +217,11 @@ def main(argv: list[str] | None = None) -> int:
         status = "FINISHED" if code == 0 and not failed else "FAILED"
     except Stopped as stopped:
         status = "KILLED"
-        client.set_terminated(parent, status=status)
         print(f"stopped by {stopped}: the grid's cells were stopped with it; the same command resumes the grid "
               "(finished cells are skipped)", file=sys.stderr)
         return 128 + stopped.signum
     finally:
-        if status != "KILLED":
-            client.set_terminated(parent, status=status)
+        client.set_terminated(parent, status=status)
     if grid.report:
         try:
             from analysis.report import write_report

@@ -38,11 +38,6 @@ def compose_run_config(overrides: Iterable[str]) -> DictConfig:
         raise ConfigError(composition_error_sentence(err)) from err
 
 
-def compose_multirun_jobs(overrides: Iterable[str]) -> int:
-    """Compose every job of `-m <overrides>` as Hydra's basic sweeper will; returns the number of jobs."""
-    return len(compose_multirun(overrides))
-
-
 def compose_multirun(overrides: Iterable[str]) -> list[DictConfig]:
     """Every job's config of `-m <overrides>`, composed as Hydra's basic sweeper will.
 

@@ -16,24 +16,34 @@ import signal
 import sys
 import threading
 
+from lit_modules.config.errors import ConfigError
+
 GRACE_ENV = "LLM_STOP_GRACE_S"
 DEFAULT_GRACE_S = 60.0  # a normal stop takes 1-3 s; a slow tracking server gets its retries
 
-_enabled = False
+_grace_s: float | None = None  # set by an entry point; None: never armed
 _timer: threading.Timer | None = None
 
 
 def enable_stop_deadline() -> None:
-    global _enabled
-    _enabled = True
+    """Read the grace period (refused in one sentence if it is not a positive number of seconds)."""
+    global _grace_s
+    raw = os.environ.get(GRACE_ENV, str(DEFAULT_GRACE_S))
+    try:
+        grace = float(raw)
+    except ValueError:
+        grace = float("nan")
+    if not grace > 0:
+        raise ConfigError(f"{GRACE_ENV} must be a positive number of seconds, not {raw!r}.")
+    _grace_s = grace
 
 
 def arm_stop_deadline(signum: int) -> bool:
     """Start the grace period at the first stopping signal (later ones change nothing); True if armed."""
     global _timer
-    if not _enabled or _timer is not None:
+    if _grace_s is None or _timer is not None:
         return False
-    grace = float(os.environ.get(GRACE_ENV, DEFAULT_GRACE_S))
+    grace = _grace_s
     _timer = threading.Timer(grace, _give_up, args=(signum, grace))
     _timer.daemon = True  # a process that ends in time is not kept waiting for it
     _timer.start()

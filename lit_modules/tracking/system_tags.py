@@ -10,14 +10,14 @@ import getpass
 import sys
 from pathlib import Path
 
-import yaml
 from omegaconf import DictConfig
 
+from lit_modules.config import files
 from lit_modules.config.budget import Budget
 from lit_modules.runs import tags as run_tags
+from lit_modules.technique_reports import technique_reports
 
-TECHNIQUES_DIR = Path(__file__).resolve().parents[1] / "techniques"
-REPO = TECHNIQUES_DIR.parents[1]
+REPO = files.CONF_DIR.parent
 
 GIT_COMMIT = "mlflow.source.git.commit"
 SOURCE_NAME = "mlflow.source.name"
@@ -44,11 +44,10 @@ def user() -> str:
 
 def paper_of(claim_key: str) -> str | None:
     """The paper a claim key's report.yaml names (`claim.paper`), if the key is a technique's claim."""
+    reports = {report.name: report for report in technique_reports()}
     for key in dict.fromkeys((claim_key, claim_key.rsplit("/", 1)[-1])):
-        path = TECHNIQUES_DIR / key / "report.yaml"
-        if key and path.is_file():
-            claim = (yaml.safe_load(path.read_text()) or {}).get("claim") or {}
-            return claim.get("paper")
+        if key in reports:
+            return (reports[key].claim or {}).get("paper")
     return None
 
 

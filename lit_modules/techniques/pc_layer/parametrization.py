@@ -102,6 +102,11 @@ class PCParametrization(nn.Module):
             and self.v.norm() > 0
         )
 
+    @property
+    def working_dtype(self) -> torch.dtype:
+        """The power iteration's dtype: the buffers' float64, else float32 (never below fp32)."""
+        return torch.float64 if self.u.dtype == torch.float64 else torch.float32
+
     @torch.no_grad()
     def refresh(self, weight: torch.Tensor, iters: int) -> None:
         """`iters` power-iteration steps on the raw weight, in fp32, warm-started from u, v.
@@ -110,7 +115,7 @@ class PCParametrization(nn.Module):
         """
         if not self.state_is_valid(weight):
             self._random_init(*weight.shape)
-        dtype = torch.float64 if self.u.dtype == torch.float64 else torch.float32  # never below fp32
+        dtype = self.working_dtype
         w = weight.detach().to(dtype=dtype, device=self.u.device)
         u, v = self.u.to(dtype), self.v.to(dtype)
         for _ in range(iters):
@@ -222,8 +227,7 @@ def refresh_all(model: nn.Module, iters: int, only_invalid: bool = False) -> int
             pc._random_init(*weight.shape)
     groups: dict[tuple, list[tuple[PCParametrization, torch.Tensor]]] = {}
     for pc, weight in layers:  # one group per (eps, working dtype, device): the foreach calls need one each
-        dtype = torch.float64 if pc.u.dtype == torch.float64 else torch.float32  # never below fp32
-        groups.setdefault((pc.eps, dtype, pc.u.device), []).append((pc, weight))
+        groups.setdefault((pc.eps, pc.working_dtype, pc.u.device), []).append((pc, weight))
     for (eps, dtype, device), members in groups.items():
         ws = [w.detach().to(dtype=dtype, device=device) for _, w in members]
         wts = [w.mT for w in ws]  # the same transposed views the per-layer loop makes on every iteration

@@ -71,12 +71,12 @@ def test_a_key_that_exists_only_with_a_group_option_says_which_group() -> None:
 
 
 def test_every_multirun_job_is_composed_before_hydra_makes_a_folder() -> None:
-    from lit_modules.config.composition import compose_multirun_jobs
+    from lit_modules.config.composition import compose_multirun
 
-    assert compose_multirun_jobs(["experiment=smoke"]) == 4  # the preset's 2 arms x 2 seeds
-    assert compose_multirun_jobs(["seed=0,1,2", "optim.lr=1e-3,3e-3"]) == 6
+    assert len(compose_multirun(["experiment=smoke"])) == 4  # the preset's 2 arms x 2 seeds
+    assert len(compose_multirun(["seed=0,1,2", "optim.lr=1e-3,3e-3"])) == 6
     with pytest.raises(ConfigError, match="optim.lr=fast has the wrong type"):
-        compose_multirun_jobs(["seed=0,1", "optim.lr=1e-3,fast"])
+        compose_multirun(["seed=0,1", "optim.lr=1e-3,fast"])
 
 
 ENTRY_POINTS = [

@@ -29,5 +29,14 @@ def test_a_stopped_process_that_hangs_exits_128_plus_signal_and_says_where_it_hu
 
 
 def test_without_an_entry_point_nothing_is_armed() -> None:
-    assert not stop_deadline._enabled  # pytest's own process: train.run called here is never shot down
+    assert stop_deadline._grace_s is None  # pytest's own process: train.run called here is never shot down
     assert stop_deadline.arm_stop_deadline(signal.SIGTERM) is False and stop_deadline._timer is None
+
+
+def test_a_grace_that_is_not_a_positive_number_is_refused_in_one_sentence_before_any_run(tmp_path) -> None:
+    runs = tmp_path / "runs"
+    done = subprocess.run([sys.executable, "-m", "lit_modules.train", f"runs_dir={runs}"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, stop_deadline.GRACE_ENV: "soon"})
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == f"error: {stop_deadline.GRACE_ENV} must be a positive number of seconds, not 'soon'."
+    assert not runs.exists()  # no store, no run

@@ -10,7 +10,7 @@ import pytest
 
 from analysis import plots
 from analysis.claims import CLAIMS, claim_for
-from analysis.technique_reports import (
+from lit_modules.technique_reports import (
     TechniqueReportError,
     curve_prefixes,
     figure_specs,

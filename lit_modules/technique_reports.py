@@ -5,8 +5,9 @@
     final_metrics:  metric prefixes whose final values a report reads (besides val/, eval/, diag/, ...)
     figures:        figures declared by kind (analysis.plots.FIGURE_KINDS), panels, titles and file name
 
-The files are read from disk, never imported: analysis does not import the model or the techniques, and a
-new technique's folder is all a report needs to show its claim, curves and figures.
+The files are read from disk, never imported: analysis (and a run describing itself, tracking.system_tags)
+does not import the model or the techniques, and a new technique's folder is all a report needs to show its
+claim, curves and figures.
 """
 
 from __future__ import annotations
