@@ -1,10 +1,13 @@
 """The evidence ledger's driver: run each paper's evidence protocol, export what it measured, report, ledger.
 
-    python -m sweeps.evidence [papers=wisca,pc_layer,...] [workers=N] [runs_dir=runs] [results_dir=results]
-                              [ledger=RESULTS.md] [run overrides for every cell]
+    python -m sweeps.evidence [papers=wisca,pc_layer,...] [stages=headline,scale] [workers=N] [runs_dir=runs]
+                              [results_dir=results] [ledger=RESULTS.md] [run overrides for every cell]
 
 For each paper, `conf/evidence/<paper>.yaml` names the run preset (`conf/experiment/evidence/<paper>.yaml`)
-and the blocks of cells it runs (arms x seeds; headline arms get more seeds). Every block goes through
+and the blocks of cells it runs (arms x seeds; headline arms get more seeds). A block belongs to a stage:
+`headline` (the default: the tiny rung, which the verdicts rest on, sized to finish in about 25 minutes on
+2 cores) or `scale` (the 4x rung, which shows how the effect moves with size and costs about 20 minutes
+more); `stages=` picks which run, the headline alone unless told. Every block goes through
 the ablation driver under ONE MLflow parent per preset, cells in parallel on this machine; cells already
 FINISHED are skipped, so an interrupted `make evidence` is finished by running it again. A spec may name
 a fine-tuning recipe: every finished base is then fine-tuned with it (in parallel, skipping done ones).
@@ -34,10 +37,14 @@ SPEC_DIR = files.group_dir("evidence")  # driver specs (a test points this at it
 REPO = files.CONF_DIR.parent
 
 
+STAGES = ("headline", "scale")  # the order they run in
+
+
 @dataclass(frozen=True)
 class Block:
     arms: tuple[str, ...]
     seeds: tuple[int, ...]
+    stage: str = "headline"
 
 
 @dataclass(frozen=True)
@@ -50,10 +57,16 @@ class EvidenceSpec:
     def cells(self) -> int:
         return sum(len(b.arms) * len(b.seeds) for b in self.blocks)
 
+    def in_stages(self, stages: list[str]) -> EvidenceSpec:
+        """The same protocol with only the blocks of these stages, in stage order."""
+        blocks = [b for stage in STAGES if stage in stages for b in self.blocks if b.stage == stage]
+        return EvidenceSpec(self.paper, self.preset, tuple(blocks), self.finetune)
+
 
 @dataclass
 class EvidenceArgs:
     papers: list[str] = field(default_factory=list)
+    stages: list[str] = field(default_factory=lambda: ["headline"])
     workers: int | None = None
     runs_dir: str = "runs"
     results_dir: str = "results"
@@ -77,9 +90,14 @@ def load_spec(paper: str) -> EvidenceSpec:
                           "(allowed: preset, blocks, finetune).")
     blocks = []
     for i, block in enumerate(raw.get("blocks") or []):
-        if set(block) != {"arms", "seeds"} or not block["arms"] or not block["seeds"]:
-            raise ConfigError(f"conf/evidence/{paper}.yaml block {i + 1} needs non-empty 'arms' and 'seeds' lists.")
-        blocks.append(Block(tuple(str(a) for a in block["arms"]), tuple(int(s) for s in block["seeds"])))
+        if not {"arms", "seeds"} <= set(block) <= {"arms", "seeds", "stage"} or not block["arms"] or not block["seeds"]:
+            raise ConfigError(f"conf/evidence/{paper}.yaml block {i + 1} needs non-empty 'arms' and 'seeds' lists "
+                              "(and may name a 'stage').")
+        stage = str(block.get("stage", "headline"))
+        if stage not in STAGES:
+            raise ConfigError(f"conf/evidence/{paper}.yaml block {i + 1} has stage '{stage}'; "
+                              f"the stages are {', '.join(STAGES)}.")
+        blocks.append(Block(tuple(str(a) for a in block["arms"]), tuple(int(s) for s in block["seeds"]), stage))
     if not blocks or not raw.get("preset"):
         raise ConfigError(f"conf/evidence/{paper}.yaml must name a 'preset' and at least one block.")
     return EvidenceSpec(paper, str(raw["preset"]), tuple(blocks), raw.get("finetune"))
@@ -89,12 +107,13 @@ VERB = Verb(
     "evidence",
     {
         "papers": Arg(NAMES),
+        "stages": Arg(NAMES, default=["headline"]),
         "workers": Arg(POSITIVE_INT),
         "runs_dir": Arg(default="runs", forward=True),  # every cell writes there too
         "results_dir": Arg(default="results"),
         "ledger": Arg(default=str(REPO / "RESULTS.md")),
     },
-    aliases={"PAPERS": "papers"},
+    aliases={"PAPERS": "papers", "STAGES": "stages"},
     prefixes={"finetune.": Prefix(tuple(f.name for f in fields(FinetuneRecipe)), "recipe field")},
     rest=HYDRA,  # run overrides for every cell
 )
@@ -102,7 +121,10 @@ VERB = Verb(
 
 def parse_args(argv: list[str]) -> EvidenceArgs:
     words = parse_words(argv, VERB)
-    return EvidenceArgs(papers=words["papers"] or known_papers(), workers=words["workers"],
+    unknown = [s for s in words["stages"] if s not in STAGES]
+    if unknown:
+        raise ConfigError(f"stages= names {', '.join(unknown)}; the stages are {', '.join(STAGES)}.")
+    return EvidenceArgs(papers=words["papers"] or known_papers(), stages=list(words["stages"]), workers=words["workers"],
                         runs_dir=words["runs_dir"], results_dir=words["results_dir"], ledger=words["ledger"],
                         recipe_overrides=words.prefixed["finetune."], overrides=words.rest)
 
@@ -225,14 +247,21 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     before = finished_work(spec, args.runs_dir, args.recipe_overrides)
     if before == (0, 0):
         clock.reset()  # a grid with nothing finished: earlier calls' time measured nothing that is kept
-    print(f"[{spec.paper}] {spec.cells()} cells in {len(spec.blocks)} blocks of preset {spec.preset}", flush=True)
+    print(f"[{spec.paper}] {spec.cells()} cells in {len(spec.blocks)} blocks of preset {spec.preset} "
+          f"(stages {', '.join(args.stages)})", flush=True)
     failed = 0
     try:
-        for block in spec.blocks:
-            code = ablate(block_argv(spec, block, args))
-            if code == 2 or code > 128:  # refused, or stopped by a signal (the cells were stopped with it)
-                return code
-            failed += code != 0
+        for stage in STAGES:
+            blocks = [b for b in spec.blocks if b.stage == stage]
+            stage_started = time.time()
+            for block in blocks:
+                code = ablate(block_argv(spec, block, args))
+                if code == 2 or code > 128:  # refused, or stopped by a signal (the cells were stopped with it)
+                    return code
+                failed += code != 0
+            if blocks:
+                print(f"[{spec.paper}] stage {stage}: {sum(len(b.arms) * len(b.seeds) for b in blocks)} cells, "
+                      f"{(time.time() - stage_started) / 60:.1f} min", flush=True)
         if spec.finetune:
             failed += finetune_bases(spec, args, args.workers or default_workers())
     finally:
@@ -260,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = parse_args(argv)
-        specs = [load_spec(p) for p in args.papers]
+        specs = [load_spec(p).in_stages(args.stages) for p in args.papers]
         check_all(specs, args)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -268,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["python", "-m", "sweeps.evidence", *argv])
     codes = []
     for spec in specs:
+        if not spec.blocks:
+            print(f"[{spec.paper}] has no cells in stage(s) {', '.join(args.stages)}; skipped", flush=True)
+            continue
         code = run_paper(spec, args, command)
         if code == 2 or code > 128:
             return code

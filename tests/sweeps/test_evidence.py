@@ -132,3 +132,28 @@ def test_a_protocol_stopped_midway_and_resumed_reports_both_calls_wall_time(tmp_
     second = __import__("time").time() - started
     record = read_provenance(results / "smoke")
     assert first < record["wall_time_s"] <= first + second
+
+
+def test_the_headline_stage_runs_unless_the_scale_rung_is_asked_for() -> None:
+    """The 4x rung is its own stage: `make evidence` runs the tiny rung the verdicts rest on; STAGES adds it."""
+    assert parse_args([]).stages == ["headline"]
+    assert parse_args(["STAGES=scale,headline"]).stages == ["scale", "headline"]
+    for paper in ["mols", "pc_layer", "small_init", "wisca"]:
+        spec = load_spec(paper)
+        headline = spec.in_stages(["headline"])
+        both = spec.in_stages(["scale", "headline"])
+        assert headline.blocks and all("@x4" not in a for b in headline.blocks for a in b.arms)
+        assert [b.stage for b in both.blocks] == ["headline"] * len(headline.blocks) + ["scale"]  # stage order
+        assert all(a.endswith("@x4") for a in both.blocks[-1].arms) and both.cells() == spec.cells()
+    assert not load_spec("wd_plasticity").in_stages(["scale"]).blocks
+    with pytest.raises(ConfigError, match="stages= names big; the stages are headline, scale"):
+        parse_args(["stages=big"])
+
+
+def test_a_block_with_an_unknown_stage_is_one_sentence(tmp_path: Path, monkeypatch) -> None:
+    import sweeps.evidence as evidence
+
+    (tmp_path / "odd.yaml").write_text("preset: smoke\nblocks:\n  - {arms: [baseline], seeds: [0], stage: huge}\n")
+    monkeypatch.setattr(evidence, "SPEC_DIR", tmp_path)
+    with pytest.raises(ConfigError, match="block 1 has stage 'huge'; the stages are headline, scale"):
+        load_spec("odd")
