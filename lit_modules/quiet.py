@@ -2,10 +2,10 @@
 
 Silenced: Lightning's start-up banners ("GPU available", "TPU available", the litlogger/litmodels tips)
 and its "`Trainer.fit` stopped: `max_steps` reached" line (all INFO messages of its rank-zero logger;
-its warnings still show), MLflow's two lines on creating a new store, torch's `LeafSpec` FutureWarning
-(raised inside Lightning, nothing a user can change), and the tqdm bars of `datasets` and lm-eval during
-evaluation. The platform prints its own progress instead (lit_modules.callbacks.live_progress, the sweep
-and ablation drivers' lines).
+its warnings still show), MLflow's two lines on creating a new store, lm-eval's INFO lines (about 14 per
+evaluation; its warnings still show), torch's `LeafSpec` FutureWarning (raised inside Lightning, nothing a
+user can change), and the tqdm bars of `datasets` and lm-eval during evaluation. The platform prints its
+own progress instead (lit_modules.callbacks.live_progress, the sweep and ablation drivers' lines).
 
 tqdm reads its environment once, when it is first imported, so an entry point imports this module
 before anything that imports tqdm (Lightning, Optuna, datasets); `TQDM_DISABLE=0` brings the bars back.
@@ -28,6 +28,7 @@ QUIET_LOGGERS = (
     "lightning.fabric.utilities.rank_zero",
     "lightning.pytorch.accelerators.cuda",  # LOCAL_RANK / CUDA_VISIBLE_DEVICES banner
     "mlflow.store.db.utils",  # "Creating initial MLflow database tables...", "Updating database tables"
+    "lm_eval",  # ~14 INFO lines per evaluation ("Building contexts for ...", "Running loglikelihood requests")
 )
 KNOWN_WARNINGS = (
     (r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning),

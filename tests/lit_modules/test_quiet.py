@@ -17,3 +17,32 @@ def test_a_run_prints_its_progress_and_none_of_the_libraries_noise(runs_dir: Pat
     output = proc.stdout + proc.stderr
     assert not [word for word in NOISE if word in output], output[-3000:]
     assert "step 10/10 (100%)" in proc.stderr and "val/loss=" in proc.stdout
+
+
+def test_lm_eval_info_lines_stay_quiet_and_its_warnings_show() -> None:
+    """A cell's Hydra logging sets the root logger to INFO; lm-eval's ~14 INFO lines per evaluation
+    ("Building contexts for ...") then filled `make evidence`'s terminal. Its warnings must still show."""
+    import logging
+
+    from lit_modules.quiet import quiet_libraries
+
+    seen: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    root, handler = logging.getLogger(), Collect()
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        quiet_libraries()
+        logger = logging.getLogger("lm_eval.evaluator")  # as lm_eval's modules name theirs
+        logger.info("Running loglikelihood requests")
+        logger.warning("a task has no validation split")
+        logging.getLogger("lit_modules.example").info("our own INFO line")
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+    assert seen == ["a task has no validation split", "our own INFO line"]
