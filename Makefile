@@ -89,8 +89,8 @@ finetune: setup ## fine-tune a finished run with the fixed recipe: make finetune
 plasticity: setup ## weight decay x TPP grid, fine-tune every base, plasticity table
 	$(PY) -m sweeps.plasticity $(ARGS)
 
-test: setup ## the test suite (offline, ~12 min on 2 cores)
-	$(PY) -m pytest -q
+test: setup ## the test suite (offline, ~13-14 min on 2 cores; the 15 slowest tests listed at the end)
+	$(PY) -m pytest -q --durations=15
 
 test-slow: setup ## the slow end-to-end tests
 	$(PY) -m pytest -m slow
