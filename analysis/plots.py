@@ -346,6 +346,13 @@ _LAYER = re.compile(r"layers\.\d+\.")
 INIT_STD_COLUMNS = ("params.init_std.", "metrics.init/std/")
 
 
+def _mean_of_present(values: np.ndarray) -> float:
+    """Mean of the non-NaN values; NaN, without numpy's empty-slice warning, when an arm lacks the matrix
+    (an ungated arm has no attention gate)."""
+    present = values[~np.isnan(values)]
+    return float(present.mean()) if present.size else float("nan")
+
+
 def plot_init_std(ab: Ablation, path: Path) -> Path | None:
     """The measured std of every weight kind at step 0 (mean over layers and seeds), per arm."""
     prefix = next((p for p in INIT_STD_COLUMNS if any(c.startswith(p) for c in ab.finished.columns)), None)
@@ -366,7 +373,7 @@ def plot_init_std(ab: Ablation, path: Path) -> Path | None:
         rows = ab.finished[ab.finished["arm"] == arm]
         if rows.empty:
             continue
-        mean = [float(np.nanmean(rows[kinds[n]].apply(numeric).to_numpy(dtype=float))) for n in names]
+        mean = [_mean_of_present(rows[kinds[n]].apply(numeric).to_numpy(dtype=float)) for n in names]
         values += mean
         # Points, not bars: a bar's length means nothing on a log axis.
         ax.plot(x - 0.3 + (i + 0.5) * offset, mean, "o", color=colors[arm], label=_label(ab, arm))
