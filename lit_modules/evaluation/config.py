@@ -99,7 +99,7 @@ class EvalConfig:
         found += self._sampled_problems()
         for name in self.tasks:
             if name != LOCAL_ALIAS and is_local_task(name):
-                problem = local_task_problem(name)
+                problem = local_task_problem(name) or _corpus_problem(name, corpus_name)
                 if problem:
                     found.append(problem)
         _, standard = split_tasks(list(self.tasks), corpus_name or "<corpus>")
@@ -148,3 +148,15 @@ class EvalConfig:
         except OmegaConfBaseException as err:
             raise EvalError(f"Bad eval setting: {str(err).splitlines()[0]}") from None
         return OmegaConf.to_object(merged)
+
+
+def _corpus_problem(task: str, corpus_name: Optional[str]) -> Optional[str]:
+    """A local task names a corpus that is neither the run's nor in conf/data: say so before training."""
+    from lit_modules.config import files
+
+    from .task_names import parse_local_task
+
+    _, name = parse_local_task(task)
+    if name == corpus_name or files.has_option("data", name):
+        return None
+    return f"eval task {task!r} names the corpus {name!r}, which is neither this run's corpus nor in conf/data."

@@ -41,3 +41,11 @@ def test_from_any_accepts_dictconfig_and_rejects_unknown_keys():
     assert EvalConfig.from_any(None) == EvalConfig()
     with pytest.raises(EvalError, match="colour"):
         EvalConfig.from_any({"colour": "blue"})
+
+
+def test_a_local_task_on_an_unknown_corpus_is_one_sentence_before_training():
+    """It used to pass validation and fail only when the evaluation ran, after the whole training."""
+    cfg = EvalConfig(tasks=["local_cloze_nowhere", "local_cloze_python_docs", "local_ppl_mine"])
+    problems = cfg.problems("mine", check_hub=False)
+    assert problems == ["eval task 'local_cloze_nowhere' names the corpus 'nowhere', which is neither this "
+                        "run's corpus nor in conf/data."]
