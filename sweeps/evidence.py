@@ -10,7 +10,9 @@ and the blocks of cells it runs (arms x seeds; headline arms get more seeds). A 
 more); `stages=` picks which run, the headline alone unless told. Every block goes through
 the ablation driver under ONE MLflow parent per preset, cells in parallel on this machine; cells already
 FINISHED are skipped, so an interrupted `make evidence` is finished by running it again. A spec may name
-a fine-tuning recipe: every finished base is then fine-tuned with it (in parallel, skipping done ones).
+a fine-tuning recipe: every finished base is then fine-tuned with it (in parallel, skipping done ones),
+and with `finetune_eval: [tasks]` every fine-tuned model is then scored zero-shot on those lm-eval tasks
+(`local` = the local tasks of the fine-tune's target corpus), into the fine-tune's own run.
 Then the grid is exported to `results/<paper>/` (CSV measurements + provenance), the report is written
 there from those files alone, and `RESULTS.md` is regenerated from every `results/*/`.
 """
@@ -32,6 +34,7 @@ from lit_modules.config import files
 from lit_modules.config.arguments import HYDRA, NAMES, POSITIVE_INT, Arg, Prefix, Verb, parse_words
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.finetune_recipe import FinetuneRecipe, load_recipe
+from lit_modules.runs import tags
 
 SPEC_DIR = files.group_dir("evidence")  # driver specs (a test points this at its own folder)
 REPO = files.CONF_DIR.parent
@@ -53,6 +56,7 @@ class EvidenceSpec:
     preset: str
     blocks: tuple[Block, ...]
     finetune: str | None = None
+    finetune_eval: tuple[str, ...] = ()  # zero-shot tasks for every fine-tuned model (empty: none)
 
     def cells(self) -> int:
         return sum(len(b.arms) * len(b.seeds) for b in self.blocks)
@@ -60,7 +64,7 @@ class EvidenceSpec:
     def in_stages(self, stages: list[str]) -> EvidenceSpec:
         """The same protocol with only the blocks of these stages, in stage order."""
         blocks = [b for stage in STAGES if stage in stages for b in self.blocks if b.stage == stage]
-        return EvidenceSpec(self.paper, self.preset, tuple(blocks), self.finetune)
+        return EvidenceSpec(self.paper, self.preset, tuple(blocks), self.finetune, self.finetune_eval)
 
 
 @dataclass
@@ -84,10 +88,14 @@ def load_spec(paper: str) -> EvidenceSpec:
     if not path.is_file():
         raise ConfigError(f"There is no evidence protocol '{paper}' in conf/evidence/ (known: {', '.join(known_papers())}).")
     raw = OmegaConf.to_container(OmegaConf.load(path))
-    unknown = set(raw) - {"preset", "blocks", "finetune"}
+    unknown = set(raw) - {"preset", "blocks", "finetune", "finetune_eval"}
     if unknown:
         raise ConfigError(f"conf/evidence/{paper}.yaml has unknown key(s) {', '.join(sorted(unknown))} "
-                          "(allowed: preset, blocks, finetune).")
+                          "(allowed: preset, blocks, finetune, finetune_eval).")
+    tasks = raw.get("finetune_eval") or []
+    if tasks and (not raw.get("finetune") or not isinstance(tasks, list)):
+        raise ConfigError(f"conf/evidence/{paper}.yaml: finetune_eval is a list of tasks for the fine-tuned "
+                          "models, so it needs a 'finetune' recipe.")
     blocks = []
     for i, block in enumerate(raw.get("blocks") or []):
         if not {"arms", "seeds"} <= set(block) <= {"arms", "seeds", "stage"} or not block["arms"] or not block["seeds"]:
@@ -100,7 +108,7 @@ def load_spec(paper: str) -> EvidenceSpec:
         blocks.append(Block(tuple(str(a) for a in block["arms"]), tuple(int(s) for s in block["seeds"]), stage))
     if not blocks or not raw.get("preset"):
         raise ConfigError(f"conf/evidence/{paper}.yaml must name a 'preset' and at least one block.")
-    return EvidenceSpec(paper, str(raw["preset"]), tuple(blocks), raw.get("finetune"))
+    return EvidenceSpec(paper, str(raw["preset"]), tuple(blocks), raw.get("finetune"), tuple(str(t) for t in tasks))
 
 
 VERB = Verb(
@@ -149,7 +157,13 @@ def check_all(specs: list[EvidenceSpec], args: EvidenceArgs) -> None:
             read_grid(grid)
             validate_cells(grid)
         if spec.finetune:
-            load_recipe(spec.finetune, args.recipe_overrides)
+            recipe = load_recipe(spec.finetune, args.recipe_overrides)
+            if spec.finetune_eval:
+                from lit_modules.evaluation.run_eval import eval_config_for
+
+                problems = eval_config_for(None, {"tasks": list(spec.finetune_eval)}).problems(recipe.data)
+                if problems:
+                    raise ConfigError(f"conf/evidence/{spec.paper}.yaml finetune_eval: {problems[0]}")
 
 
 def _finetune_one(base_run_id: str, recipe, runs_dir: str) -> str:
@@ -189,13 +203,62 @@ def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> int:
     return failed
 
 
+def _evaluate_one(run_id: str, tasks: tuple[str, ...], runs_dir: str) -> str:
+    """Score one fine-tuned model zero-shot in a worker process with one thread, into its own run."""
+    import torch
+
+    from lit_modules.evaluation.run_eval import evaluate_finished_run
+    from lit_modules.runs.store import open_store
+
+    torch.set_num_threads(1)
+    outcome = evaluate_finished_run(run_id, {"tasks": list(tasks), "probe": False}, runs_dir)  # acc only
+    open_store(runs_dir, None).set_tag(run_id, tags.FINETUNE_EVAL_TASKS, ",".join(tasks))
+    accs = {k: v for k, v in outcome.metrics.items() if k.endswith("/acc")}
+    return f"{run_id}: " + ", ".join(f"{k}={v:.3f}" for k, v in sorted(accs.items()))
+
+
+def finetunes_to_score(client, spec: EvidenceSpec, recipe_overrides: dict[str, str]) -> tuple[list[str], int]:
+    """(fine-tune run ids not yet scored on the spec's tasks, how many are) of the preset's finished grid."""
+    from lit_modules.config.finetune_recipe import recipe_hash
+    from lit_modules.runs.search import ABLATION, find_parent, finished_finetune, grid_bases
+
+    recipe_id = recipe_hash(load_recipe(spec.finetune, recipe_overrides))
+    parent = find_parent(client, spec.preset, kinds=(ABLATION,))
+    tuned = [finished_finetune(client, b, recipe_id) for b in (grid_bases(client, parent) if parent else [])]
+    wanted = ",".join(spec.finetune_eval)
+    todo = [r.info.run_id for r in tuned if r is not None and r.data.tags.get(tags.FINETUNE_EVAL_TASKS) != wanted]
+    return todo, sum(r is not None for r in tuned) - len(todo)
+
+
+def evaluate_finetunes(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> int:
+    """Score every fine-tuned model of the grid not yet scored on `finetune_eval`; failures count."""
+    from mlflow.tracking import MlflowClient
+
+    from lit_modules.tracking.store import tracking_uri
+
+    client = MlflowClient(tracking_uri(None, args.runs_dir))
+    todo, done = finetunes_to_score(client, spec, args.recipe_overrides)
+    print(f"[{spec.paper}] scoring {len(todo)} of {len(todo) + done} fine-tuned models zero-shot on "
+          f"{', '.join(spec.finetune_eval)} ({workers} workers x 1 thread)", flush=True)
+    failed = 0
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(_evaluate_one, run_id, spec.finetune_eval, args.runs_dir): run_id for run_id in todo}
+        for future in as_completed(futures):
+            try:
+                print(f"  {future.result()}", flush=True)
+            except Exception as err:  # noqa: BLE001 - one failing model must not stop the others
+                print(f"  scoring {futures[future]} failed: {type(err).__name__}: {err}", file=sys.stderr)
+                failed += 1
+    return failed
+
+
 def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
 def finished_work(spec: EvidenceSpec, runs_dir: str,
-                  recipe_overrides: dict[str, str] | None = None) -> tuple[int, int]:
-    """(finished cells, finished fine-tunes) of the preset's grid in the store: what a call has added."""
+                  recipe_overrides: dict[str, str] | None = None) -> tuple[int, int, int]:
+    """(finished cells, finished fine-tunes, scored fine-tunes) of the preset's grid: what a call has added."""
     from mlflow.tracking import MlflowClient
 
     from lit_modules.config.finetune_recipe import recipe_hash
@@ -204,13 +267,14 @@ def finished_work(spec: EvidenceSpec, runs_dir: str,
 
     uri = resolve_tracking_uri(None, runs_dir)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
-        return 0, 0  # a fresh store: nothing done yet (and nothing created by asking)
+        return 0, 0, 0  # a fresh store: nothing done yet (and nothing created by asking)
     client = MlflowClient(uri)
     parent = find_parent(client, spec.preset, kinds=(ABLATION,))
     bases = grid_bases(client, parent) if parent is not None else []
     recipe = load_recipe(spec.finetune, recipe_overrides) if spec.finetune else None  # as finetune_bases uses it
     tuned = sum(finished_finetune(client, b, recipe_hash(recipe)) is not None for b in bases) if recipe else 0
-    return len(bases), tuned
+    scored = finetunes_to_score(client, spec, recipe_overrides or {})[1] if recipe and spec.finetune_eval else 0
+    return len(bases), tuned, scored
 
 
 class WallClock:
@@ -245,7 +309,7 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     clock = WallClock(args.runs_dir, spec.paper)
     started = time.time()
     before = finished_work(spec, args.runs_dir, args.recipe_overrides)
-    if before == (0, 0):
+    if before == (0, 0, 0):
         clock.reset()  # a grid with nothing finished: earlier calls' time measured nothing that is kept
     print(f"[{spec.paper}] {spec.cells()} cells in {len(spec.blocks)} blocks of preset {spec.preset} "
           f"(stages {', '.join(args.stages)})", flush=True)
@@ -264,6 +328,8 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
                       f"{(time.time() - stage_started) / 60:.1f} min", flush=True)
         if spec.finetune:
             failed += finetune_bases(spec, args, args.workers or default_workers())
+        if spec.finetune_eval:
+            failed += evaluate_finetunes(spec, args, args.workers or default_workers())
     finally:
         wall = time.time() - started
         if finished_work(spec, args.runs_dir, args.recipe_overrides) != before:

@@ -37,6 +37,7 @@ FINETUNE_RECIPE = "finetune.recipe"
 FINETUNE_RECIPE_HASH = "finetune.recipe_hash"
 FINETUNE_TARGET_DATA = "finetune.target_data"
 FINETUNE_GRID_PARENT = "finetune.grid_parent_run_id"
+FINETUNE_EVAL_TASKS = "finetune.eval_tasks"  # the zero-shot tasks a fine-tuned model was scored on (evidence)
 
 # Metrics the fine-tune's probe logs and the plasticity table and claims read.
 TARGET_LOSS_BEFORE = "finetune/target_loss_before"  # the base weights on the target's held-out split

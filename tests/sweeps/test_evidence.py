@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
@@ -70,17 +71,22 @@ def test_evidence_runs_a_protocol_exports_it_and_writes_the_ledger(tmp_path: Pat
     specs = tmp_path / "specs"
     specs.mkdir()
     (specs / "smoke.yaml").write_text(
-        "preset: smoke\nfinetune: python_docs\nblocks:\n  - {arms: [baseline, no_decay], seeds: [0, 1]}\n"
-        "  - {arms: [no_decay], seeds: [2]}\n")
+        "preset: smoke\nfinetune: python_docs\nfinetune_eval: [local]\nblocks:\n"
+        "  - {arms: [baseline, no_decay], seeds: [0, 1]}\n  - {arms: [no_decay], seeds: [2]}\n")
     monkeypatch.setattr(evidence, "SPEC_DIR", specs)
     results, ledger = tmp_path / "results", tmp_path / "RESULTS.md"
     argv = ["papers=smoke", f"runs_dir={tmp_path / 'runs'}", f"results_dir={results}", f"ledger={ledger}",
-            "trainer.max_steps=6", "finetune.steps=4", "workers=2"]
+            "trainer.max_steps=6", "finetune.steps=4", "eval.local_items=16", "workers=2"]
     assert evidence.main(argv) == 0
     report = (results / "smoke" / "report.md").read_text()
     assert "provenance" in report.lower()
     assert (results / "smoke" / "data" / "runs.csv").is_file()
     assert "smoke" in ledger.read_text()
+    # Every fine-tuned model was scored on its target corpus's local tasks, into its own run, and exported.
+    tuned = pd.read_csv(results / "smoke" / "data" / "finetune_runs.csv")
+    assert len(tuned) == 5 and (tuned["tags.finetune.eval_tasks"] == "local").all()
+    acc = [c for c in tuned.columns if c.startswith("metrics.eval/") and c.endswith("/acc")]
+    assert acc and all("python_docs" in c for c in acc) and tuned[acc].notna().all().all()
     # Everything finished: a second call runs no cell and no fine-tune, and the report is unchanged.
     assert evidence.main(argv) == 0
     assert (results / "smoke" / "report.md").read_text() == report  # provenance kept: the cells ran before
@@ -157,3 +163,18 @@ def test_a_block_with_an_unknown_stage_is_one_sentence(tmp_path: Path, monkeypat
     monkeypatch.setattr(evidence, "SPEC_DIR", tmp_path)
     with pytest.raises(ConfigError, match="block 1 has stage 'huge'; the stages are headline, scale"):
         load_spec("odd")
+
+
+def test_finetune_eval_needs_a_recipe_and_known_tasks_before_any_run(tmp_path: Path, monkeypatch) -> None:
+    import sweeps.evidence as evidence
+
+    monkeypatch.setattr(evidence, "SPEC_DIR", tmp_path)
+    (tmp_path / "alone.yaml").write_text("preset: smoke\nfinetune_eval: [local]\nblocks:\n  - {arms: [baseline], seeds: [0]}\n")
+    with pytest.raises(ConfigError, match="finetune_eval is a list of tasks for the fine-tuned models, so it needs"):
+        load_spec("alone")
+    (tmp_path / "odd.yaml").write_text("preset: smoke\nfinetune: python_docs\nfinetune_eval: [local_cloze_nowhere]\n"
+                                      "blocks:\n  - {arms: [baseline], seeds: [0]}\n")
+    with pytest.raises(ConfigError, match="odd.yaml finetune_eval: .*nowhere"):
+        check_all([load_spec("odd")], EvidenceArgs())
+    monkeypatch.undo()
+    assert load_spec("wd_plasticity").finetune_eval == ("local",)
