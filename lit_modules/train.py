@@ -231,7 +231,10 @@ def _store_client(configured: str | None, runs_dir: str) -> Callable[[], MlflowC
 
 
 def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniques, init_stds) -> str:
-    experiment_id = get_or_create_experiment(client, cfg.logger.experiment, cfg.runs_dir)
+    # A child lives in its parent's experiment (MLflow nests runs only within one, and a grid made before the
+    # experiment was renamed keeps finding its cells); a run without a parent goes to the configured one.
+    experiment_id = (client.get_run(cfg.parent_run_id).info.experiment_id if cfg.parent_run_id
+                     else get_or_create_experiment(client, cfg.logger.experiment, cfg.runs_dir))
     # An earlier run of this config whose process was killed outright is still RUNNING: end it KILLED.
     end_dead_runs(client, [experiment_id], f"tags.{run_tags.CONFIG_HASH} = '{config_hash}'", "a rerun of its config")
     tags = {

@@ -35,7 +35,7 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
 from lit_modules.process_group import Stopped, run_as_group
 from lit_modules.runs import tags
-from lit_modules.runs.search import ABLATION, children_filter, parent_filter, parent_tags
+from lit_modules.runs.search import ABLATION, children_filter, find_parent, parent_filter, parent_tags
 from lit_modules.tracking.run_lifecycle import find_or_open_parent
 from lit_modules.tracking.run_owner import end_dead_runs
 from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, tracking_uri
@@ -139,7 +139,11 @@ def launch_overrides(grid: Grid, threads: int | None) -> list[str]:
 
 
 def open_parent(client: MlflowClient, grid: Grid, experiment_name: str) -> str:
-    experiment_id = get_or_create_experiment(client, experiment_name, grid.runs_dir)
+    """The grid's parent run, found again in whichever experiment holds it (a store from before the
+    experiment's rename keeps its grid, and its cells join it there), else opened in `experiment_name`."""
+    earlier = find_parent(client, grid.experiment, kinds=(ABLATION,))
+    experiment_id = (earlier.info.experiment_id if earlier is not None
+                     else get_or_create_experiment(client, experiment_name, grid.runs_dir))
     params = {"arms": ",".join(grid.arms), "seeds": ",".join(grid.seeds), "overrides": " ".join(grid.overrides)}
     parent, found = find_or_open_parent(
         client, experiment_id, parent_filter(ABLATION, grid.experiment), f"ablate:{grid.experiment}",

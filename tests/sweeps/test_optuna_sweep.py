@@ -194,12 +194,16 @@ def test_ablation_grid_run_twice_runs_each_cell_once(runs_dir: Path) -> None:
     assert all(c.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for c in cells)
     assert (Path(os.environ["LLM_REPORTS_DIR"]) / "smoke" / "report.md").is_file()
 
-    # One more seed for one arm: the new cell joins the same parent; nothing else reruns.
+    # A store from before the experiment was renamed (its grid in `default`, not `runs`): one more seed for
+    # one arm joins the same parent in the parent's experiment; nothing else reruns.
+    client = mlflow_client(runs_dir)
+    client.rename_experiment(parents[0].info.experiment_id, "default")
     assert ablate_main([*args, "arms=no_decay", "seeds=2"]) == 0
     runs = all_runs(runs_dir)
     cells = sorted((r.data.tags["ablation.arm"], r.data.tags["seed"]) for r in runs if r.data.tags.get("ablation.arm"))
     assert cells == [("baseline", "0"), ("baseline", "1"), ("no_decay", "0"), ("no_decay", "1"), ("no_decay", "2")]
     assert len([r for r in runs if r.data.tags.get("ablation.role") == "parent"]) == 1
+    assert {r.info.experiment_id for r in runs} == {parents[0].info.experiment_id}
 
 
 def test_ablation_arm_and_seed_selection_refuses_bad_input(runs_dir: Path, capsys) -> None:
