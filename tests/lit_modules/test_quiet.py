@@ -40,6 +40,7 @@ def test_lm_eval_info_lines_stay_quiet_and_its_warnings_show() -> None:
         quiet_libraries()
         logger = logging.getLogger("lm_eval.evaluator")  # as lm_eval's modules name theirs
         logger.info("Running loglikelihood requests")
+        logger.warning("Overwriting default num_fewshot of %s from %s to %s", "local_cloze_x", None, 0)
         logger.warning("a task has no validation split")
         logging.getLogger("lit_modules.example").info("our own INFO line")
     finally:
