@@ -5,7 +5,8 @@ and its "`Trainer.fit` stopped: `max_steps` reached" line (all INFO messages of 
 its warnings still show), MLflow's two lines on creating a new store, lm-eval's INFO lines (about 14 per
 evaluation; its warnings still show, but for a num_fewshot notice about a value the platform sets on
 purpose), torch's `LeafSpec` FutureWarning (raised inside Lightning, nothing a user can change), and the
-tqdm bars of `datasets` and lm-eval during evaluation. The platform prints its own progress instead (lit_modules.callbacks.live_progress, the sweep and ablation drivers' lines).
+tqdm bars of `datasets` and lm-eval during evaluation. The platform prints its own progress instead
+(lit_modules.callbacks.live_progress, the sweep and ablation drivers' lines).
 
 tqdm reads its environment once, when it is first imported, so an entry point imports this module
 before anything that imports tqdm (Lightning, Optuna, datasets); `TQDM_DISABLE=0` brings the bars back.
