@@ -89,7 +89,7 @@ finetune: setup ## fine-tune a finished run with the fixed recipe: make finetune
 plasticity: setup ## weight decay x TPP grid, fine-tune every base, plasticity table
 	$(PY) -m sweeps.plasticity $(ARGS)
 
-test: setup ## the test suite (offline, ~13-14 min on 2 cores; the 15 slowest tests listed at the end)
+test: setup ## the test suite (offline, ~13-15 min on 2 cores; the 15 slowest tests listed at the end)
 	$(PY) -m pytest -q --durations=15
 
 test-slow: setup ## the slow end-to-end tests

@@ -76,7 +76,7 @@ def test_evidence_runs_a_protocol_exports_it_and_writes_the_ledger(tmp_path: Pat
     monkeypatch.setattr(evidence, "SPEC_DIR", specs)
     results, ledger = tmp_path / "results", tmp_path / "RESULTS.md"
     argv = ["papers=smoke", f"runs_dir={tmp_path / 'runs'}", f"results_dir={results}", f"ledger={ledger}",
-            "trainer.max_steps=6", "finetune.steps=4", "eval.local_items=16", "workers=2"]
+            "trainer.max_steps=6", "finetune.steps=4", "eval.local_items=10", "workers=2"]
     assert evidence.main(argv) == 0
     report = (results / "smoke" / "report.md").read_text()
     assert "provenance" in report.lower()
@@ -104,6 +104,7 @@ def test_wall_clock_adds_up_calls_and_resets_for_a_fresh_grid(tmp_path: Path) ->
     assert clock.total() == 0.0
 
 
+@pytest.mark.slow  # 51 s; make test-slow (make test stays within its ~15 min)
 def test_a_protocol_stopped_midway_and_resumed_reports_both_calls_wall_time(tmp_path: Path, monkeypatch) -> None:
     """A first call stopped after its first block leaves no provenance but keeps its time; the call that
     finishes the grid records the sum, not only its own part."""

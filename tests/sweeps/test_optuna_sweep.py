@@ -105,6 +105,7 @@ def running_with_run_id(runs_dir: Path) -> bool:
         return False
 
 
+@pytest.mark.slow  # 27 s; make test-slow (make test stays within its ~15 min)
 def test_killed_worker_then_rerun_ends_with_exactly_the_configured_trials(runs_dir: Path) -> None:
     # The first worker's trial is far too long to finish, so it is certainly RUNNING when killed, however
     # slow or fast the machine is; the rerun uses the normal short trials.
