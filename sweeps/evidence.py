@@ -27,6 +27,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, fields
 from multiprocessing import get_context
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import OmegaConf
 
@@ -35,6 +36,9 @@ from lit_modules.config.arguments import HYDRA, NAMES, POSITIVE_INT, Arg, Prefix
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.finetune_recipe import FinetuneRecipe, load_recipe
 from lit_modules.runs import tags
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 SPEC_DIR = files.group_dir("evidence")  # driver specs (a test points this at its own folder)
 REPO = files.CONF_DIR.parent
@@ -217,7 +221,8 @@ def _evaluate_one(run_id: str, tasks: tuple[str, ...], runs_dir: str) -> str:
     return f"{run_id}: " + ", ".join(f"{k}={v:.3f}" for k, v in sorted(accs.items()))
 
 
-def finetunes_to_score(client, spec: EvidenceSpec, recipe_overrides: dict[str, str]) -> tuple[list[str], int]:
+def finetunes_to_score(client: MlflowClient, spec: EvidenceSpec,
+                       recipe_overrides: dict[str, str]) -> tuple[list[str], int]:
     """(fine-tune run ids not yet scored on the spec's tasks, how many are) of the preset's finished grid."""
     from lit_modules.config.finetune_recipe import recipe_hash
     from lit_modules.runs.search import ABLATION, find_parent, finished_finetune, grid_bases
