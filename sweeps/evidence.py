@@ -25,9 +25,10 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, fields
+from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from omegaconf import OmegaConf
 
@@ -195,14 +196,20 @@ def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> int:
     todo = [b.info.run_id for b in bases if finished_finetune(client, b, recipe_hash(recipe)) is None]
     print(f"[{spec.paper}] fine-tuning {len(todo)} of {len(bases)} base runs with recipe '{spec.finetune}' "
           f"({workers} workers x 1 thread)", flush=True)
+    return each_in_workers(partial(_finetune_one, recipe=recipe, runs_dir=args.runs_dir), todo, workers, "fine-tune of")
+
+
+def each_in_workers(job: Callable[[str], str], run_ids: list[str], workers: int, what: str) -> int:
+    """`job(run_id)` for every run id in spawned worker processes, each finished one's line printed; the
+    failures, counted (one failing run must not stop the others)."""
     failed = 0
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_finetune_one, run_id, recipe, args.runs_dir): run_id for run_id in todo}
+        futures = {pool.submit(job, run_id): run_id for run_id in run_ids}
         for future in as_completed(futures):
             try:
                 print(f"  {future.result()}", flush=True)
-            except Exception as err:  # noqa: BLE001 - one failing base must not stop the others
-                print(f"  fine-tune of {futures[future]} failed: {type(err).__name__}: {err}", file=sys.stderr)
+            except Exception as err:  # noqa: BLE001 - reported and counted, the others go on
+                print(f"  {what} {futures[future]} failed: {type(err).__name__}: {err}", file=sys.stderr)
                 failed += 1
     return failed
 
@@ -245,16 +252,8 @@ def evaluate_finetunes(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> 
     todo, done = finetunes_to_score(client, spec, args.recipe_overrides)
     print(f"[{spec.paper}] scoring {len(todo)} of {len(todo) + done} fine-tuned models zero-shot on "
           f"{', '.join(spec.finetune_eval)} ({workers} workers x 1 thread)", flush=True)
-    failed = 0
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_evaluate_one, run_id, spec.finetune_eval, args.runs_dir): run_id for run_id in todo}
-        for future in as_completed(futures):
-            try:
-                print(f"  {future.result()}", flush=True)
-            except Exception as err:  # noqa: BLE001 - one failing model must not stop the others
-                print(f"  scoring {futures[future]} failed: {type(err).__name__}: {err}", file=sys.stderr)
-                failed += 1
-    return failed
+    return each_in_workers(partial(_evaluate_one, tasks=spec.finetune_eval, runs_dir=args.runs_dir), todo, workers,
+                           "scoring")
 
 
 def default_workers() -> int:
