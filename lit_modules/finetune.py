@@ -1,6 +1,6 @@
 """Fine-tune a finished pre-training run with one fixed recipe and measure its plasticity.
 
-    python -m lit_modules.finetune base_run=<MLflow run id> [finetune=python_docs] [runs_dir=runs]
+    python -m lit_modules.finetune base_run=<MLflow run id | hf:<folder>> [finetune=python_docs] [runs_dir=runs]
                                    [finetune.<recipe field>=value ...] [<run config key>=value ...]
                                    [<technique>=<option> ...]     # e.g. lora=pissa wisca=lora_tensor
 
@@ -44,6 +44,7 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.config.finetune_recipe import DEFAULT_RECIPE, FinetuneRecipe, load_recipe, recipe_hash
 from lit_modules.config.schema import AblationConfig, Config, RegimeConfig, ScheduleConfig
 from lit_modules.data import DataConfig, DataError, TokenizerConfig
+from lit_modules.hf import is_hf_reference
 from lit_modules.runs import tags
 from lit_modules.runs.finished import FinishedRun, config_on_schema, finished_run
 from lit_modules.runs.store import open_store
@@ -87,7 +88,7 @@ def finetune_config(
     except OmegaConfBaseException as err:
         first_line = str(err).splitlines()[0]
         raise ConfigError(f"The base run's recorded config does not fit the schema: {first_line}") from None
-    if _same_corpus(target, cfg.data):
+    if not is_hf_reference(base.run_id) and _same_corpus(target, cfg.data):  # a folder's corpus is unknown
         raise ConfigError(
             f"The recipe's target data ({recipe.data}) is the base run's pre-training corpus; "
             "plasticity needs a different distribution."
@@ -113,7 +114,8 @@ def finetune_config(
     cfg.trainer.val_every_n_steps = recipe.val_every_n_steps
     cfg.ablation = AblationConfig()  # not a grid cell: linked to its base by tags, not by arm
     cfg.init_from, cfg.resume, cfg.dry_run = base.run_id, None, False
-    cfg.parent_run_id, cfg.runs_dir = base.run_id, runs_dir
+    # A Hugging Face folder is no MLflow run to nest under (tag finetune.base_run_id still names it).
+    cfg.parent_run_id, cfg.runs_dir = (None if is_hf_reference(base.run_id) else base.run_id), runs_dir
     cfg.logger.run_name = f"finetune/{base.name}"  # the recipe is the finetune.recipe tag
     linked = dict(cfg.tags or {})
     linked.update({
@@ -220,16 +222,23 @@ def finetune(
     from lit_modules.train import run
 
     recipe = load_recipe(recipe) if isinstance(recipe, str) else recipe
-    client = client or open_store(runs_dir)
-    base = finished_run(client, base_run_id, key=BASE_KEY, require_finished=True)
+    if is_hf_reference(base_run_id):  # a Hugging Face folder: no store to read it from (the run makes one)
+        from lit_modules.hf.base_run import hf_base_run
+
+        base = hf_base_run(base_run_id)
+    else:
+        client = client or open_store(runs_dir)
+        base = finished_run(client, base_run_id, key=BASE_KEY, require_finished=True)
     cfg = finetune_config(base, recipe, runs_dir, overrides)
-    # The store the base was found in, as this process reaches it: the base's recorded URL has its
-    # password masked (user:***@), so it cannot be used to connect.
-    cfg.logger.tracking_uri = client.tracking_uri
+    if client is not None:
+        # The store the base was found in, as this process reaches it: the base's recorded URL has its
+        # password masked (user:***@), so it cannot be used to connect.
+        cfg.logger.tracking_uri = client.tracking_uri
     probe = PlasticityProbe(base.metric("val/loss"), recipe.steps)
     result = run(cfg, extra_callbacks=[probe, *extra_callbacks])
     metrics = result.metrics
     if result.run_id is not None:
+        client = client or open_store(runs_dir, cfg.logger.tracking_uri)
         metrics = {**{k: float(v) for k, v in client.get_run(result.run_id).data.metrics.items()}, **metrics}
     return FinetuneResult(
         run_id=result.run_id,
@@ -245,7 +254,7 @@ def finetune(
 VERB = Verb(
     "finetune",
     {
-        BASE_KEY: Arg(required="Say which pre-training run to fine-tune: base_run=<MLflow run id>."),
+        BASE_KEY: Arg(required="Say which pre-training run to fine-tune: base_run=<MLflow run id> or hf:<folder>."),
         "finetune": Arg(default=DEFAULT_RECIPE),
         "runs_dir": Arg(default="runs"),
     },

@@ -12,8 +12,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.schema import Config
+from lit_modules.hf import hf_folder, is_hf_reference
 from lit_modules.runs import tags
-from lit_modules.runs.finished import CONFIG_SIDECAR, RunCheckpoint, model_weights
+from lit_modules.runs.finished import CONFIG_SIDECAR, MODULE_PREFIX, RunCheckpoint, model_weights
 from lit_modules.tracking.run_owner import Owner, end_if_dead, owner_of
 # Settings that may change between the first part of a run and its continuation.
 RESUMABLE_OVERRIDES = ("trainer.stop_after_steps", "trainer.num_threads", "resume", "dry_run")
@@ -44,7 +45,13 @@ class InitWeights:
 
 
 def init_weights_from(reference: str, client: MlflowClient) -> InitWeights:
-    """`init_from=`: a checkpoint file, a folder holding last.ckpt, or a run id; read only if verified."""
+    """`init_from=`: a checkpoint file, a folder holding last.ckpt, a run id (read only if verified), or
+    `hf:<folder>` (a Hugging Face Llama folder, checked against its config.json)."""
+    if is_hf_reference(reference):
+        from lit_modules.hf.start import init_weights
+
+        weights = init_weights(reference)
+        return InitWeights(hf_folder(reference), {MODULE_PREFIX + k: v for k, v in weights.items()})
     checkpoint = _checkpoint_from(reference, client, nothing="it has no weights for init_from")
     state = checkpoint.state()
     if "state_dict" not in state:

@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from lit_modules.config.budget import Budget, compute_budget
 from lit_modules.config.errors import ConfigError
 from lit_modules.data.config import static_vocab_size
+from lit_modules.hf.start import with_hf_start
 from lit_modules.techniques.context import TechniqueContext, instantiate_techniques
 from lit_modules.distributed.ranks import launch_problems, launched_ranks
 
@@ -142,7 +143,7 @@ def validate(cfg: DictConfig) -> DictConfig:
 def validated(cfg: DictConfig) -> Validated:
     """`validate`, keeping the technique objects it built (and asked) and the budget it computed."""
     check_schema(cfg)
-    cfg = cfg.copy()
+    cfg = with_hf_start(cfg.copy())  # init_from=hf:<folder>: model and tokenizer from the folder
     problems: list[str] = []
     for group in ("data", "tokenizer", "init"):
         problems += OmegaConf.to_object(cfg[group]).problems()

@@ -1,0 +1,107 @@
+"""A local Hugging Face Llama folder: its config.json and its weights (model.safetensors, or shards listed in
+model.safetensors.index.json). Every check reads file headers only, so a folder that does not fit is refused
+before any tensor is loaded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from lit_modules.config.errors import ConfigError
+from lit_modules.hf.config_map import llama_config_from_hf
+from lit_modules.hf.names import expected_hf_names, our_name
+from lit_modules.model.config import LlamaConfig
+
+SINGLE = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+# Tensors some checkpoints carry that are not weights (older transformers saved RoPE's inverse frequencies).
+IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+def read_hf_config(folder: Path) -> tuple[dict, LlamaConfig]:
+    """(config.json as read, our LlamaConfig); ConfigError for a missing folder or an unsupported config."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(f"hf:{folder} is not a local folder; download the model first (nothing is fetched from "
+                          "a hub) and pass its folder.")
+    path = folder / "config.json"
+    if not path.is_file():
+        raise ConfigError(f"hf:{folder} has no config.json; pass a Hugging Face model folder.")
+    try:
+        hf = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}).") from None
+    return hf, llama_config_from_hf(hf, str(folder))
+
+
+def weight_files(folder: Path) -> dict[str, Path]:
+    """Tensor name -> the safetensors file holding it."""
+    folder = Path(folder)
+    if (folder / INDEX).is_file():
+        weight_map = json.loads((folder / INDEX).read_text()).get("weight_map", {})
+        files = {name: folder / file for name, file in weight_map.items()}
+        missing = sorted({str(p.name) for p in files.values() if not p.is_file()})
+        if missing:
+            raise ConfigError(f"{folder}/{INDEX} lists the shard {missing[0]}, which is not in the folder.")
+        return files
+    if (folder / SINGLE).is_file():
+        from safetensors import safe_open
+
+        with safe_open(str(folder / SINGLE), "pt") as f:
+            return {name: folder / SINGLE for name in f.keys()}
+    found = "; it has pytorch_model.bin, convert it to safetensors first" if (folder / "pytorch_model.bin").exists() else ""
+    raise ConfigError(f"hf:{folder} has neither {SINGLE} nor {INDEX}{found}.")
+
+
+def check_weights(folder: Path, cfg: LlamaConfig) -> dict[str, Path]:
+    """The folder's tensor files after checking every name and shape against `cfg` (headers only)."""
+    from safetensors import safe_open
+
+    files = {k: v for k, v in weight_files(folder).items() if not k.endswith(IGNORED_SUFFIXES)}
+    expected = expected_hf_names(cfg.n_layers, cfg.tie_embeddings)
+    if cfg.tie_embeddings:
+        files.pop("lm_head.weight", None)  # some tied checkpoints store the head too; the embedding is it
+    missing, unexpected = sorted(expected - set(files)), sorted(set(files) - expected)
+    if missing or unexpected:
+        what = f"lacks {missing[0]}" if missing else f"has {unexpected[0]}, which this platform's Llama does not have"
+        raise ConfigError(f"The weights in hf:{folder} do not fit its config.json: it {what} "
+                          f"({len(missing)} missing, {len(unexpected)} unexpected tensors).")
+    from lit_modules.model import Llama
+
+    with torch.device("meta"):
+        shapes = {k: tuple(v.shape) for k, v in Llama(cfg).state_dict().items()}
+    for path in sorted(set(files.values())):
+        with safe_open(str(path), "pt") as f:
+            for name in f.keys():
+                if files.get(name) != path:
+                    continue
+                shape = tuple(f.get_slice(name).get_shape())
+                if shape != shapes[our_name(name)]:
+                    raise ConfigError(f"hf:{folder}'s tensor {name} has shape {list(shape)}, but its config.json "
+                                      f"makes it {list(shapes[our_name(name)])}.")
+    return files
+
+
+def read_weights(folder: Path, cfg: LlamaConfig) -> dict[str, torch.Tensor]:
+    """The folder's weights under our names, as float32 (the dtype our runs train in)."""
+    from safetensors import safe_open
+
+    files = check_weights(folder, cfg)
+    out: dict[str, torch.Tensor] = {}
+    for path in sorted(set(files.values())):
+        with safe_open(str(path), "pt") as f:
+            for name in f.keys():
+                if files.get(name) == path:
+                    out[our_name(name)] = f.get_tensor(name).float()
+    if cfg.tie_embeddings:
+        out["lm_head.weight"] = out["tok_emb.weight"]
+    return out
+
+
+def write_weights(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """One safetensors file in Hugging Face's layout ({"format": "pt"} is what transformers expects)."""
+    from safetensors.torch import save_file
+
+    save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(path), metadata={"format": "pt"})
