@@ -146,14 +146,14 @@ def test_a_same_size_bit_flip_is_refused_by_eval_export_finetune_and_init_from(d
                                                                                 capsys) -> None:
     from lit_modules.evaluation.run_eval import main as eval_main
     from lit_modules.finetune import main as finetune_main
-    from lit_modules.techniques.pc_layer.export import main as export_main
+    from lit_modules.export.__main__ import main as export_main
 
     runs_dir, run_id, checkpoint = damaged
     client = mlflow_client(runs_dir)
     runs_before = len(all_runs(runs_dir))
     metrics_before = client.get_run(run_id).data.metrics
     assert eval_main([f"run={run_id}", f"runs_dir={runs_dir}"]) == 2
-    assert export_main([str(checkpoint), str(tmp_path / "merged.pt")]) == 2
+    assert export_main(["plain", str(checkpoint), str(tmp_path / "merged.pt")]) == 2
     assert not (tmp_path / "merged.pt").exists()
     assert finetune_main([f"base_run={run_id}", f"runs_dir={runs_dir}", "finetune.steps=2"]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]

@@ -99,7 +99,7 @@ class Lora(Technique):
             if parametrize.is_parametrized(linear, "weight"):
                 return [
                     f"LoRA adapts plain weights, and {name}.weight is already parametrized (e.g. by the PC layer); "
-                    "merge it first (the PC layer's export) or keep it out of techniques.lora.targets."
+                    "merge it first (python -m lit_modules.export plain) or keep it out of techniques.lora.targets."
                 ]
             if linear.bias is not None:
                 return [f"LoRA here adapts bias-free Linears, and {name} has a bias."]

@@ -5,7 +5,7 @@ from a streaming power iteration (see `parametrization.py`, `polynomials.py`, `r
 Defaults follow the official release: level 4 with AdamW (level 2 with Muon, `conf/pc_layer/level2.yaml`),
 norm recovery on, one learnable gamma per matrix (init 1), 10 power iterations after every optimizer
 step, eps 1e-7, targets FFN (gate, up, down) + attention o_proj. Merge for inference:
-`prepare_for_inference` (= `merge.merge_pc`); export of a checkpoint: `export.py`.
+`prepare_for_inference` (= `merge.merge_pc`); export of a checkpoint: `python -m lit_modules.export`.
 
     python -m lit_modules.train pc_layer=level4                   # AdamW (the paper's AdamW level)
     python -m lit_modules.train pc_layer=level2 optim=muon        # Muon (the paper's Muon level)

@@ -13,8 +13,7 @@ from lit_modules.config.validate import validated
 from lit_modules.finetune import finetune
 from lit_modules.config.finetune_recipe import load_recipe
 from lit_modules.runs.finished import finished_run
-from lit_modules.techniques.lora.export import export_checkpoint
-from lit_modules.techniques.pc_layer.export import load_merged
+from lit_modules.export.plain import export_plain, load_merged
 from lit_modules.techniques.lora.adapter import adapters
 from lit_modules.train import run
 from tests.helpers.runs import mlflow_client, tiny_overrides
@@ -78,7 +77,7 @@ def test_pissa_on_a_finished_run_trains_only_the_adapters_and_rebuilds_merged(ba
     assert not adapters(merged)
     # Export: a plain Llama with the base's keys, the same logits.
     checkpoint = finished_run(mlflow_client(runs_dir), result.run_id).checkpoint.path
-    exported = load_merged(export_checkpoint(checkpoint, runs_dir / "merged.pt"))
+    exported = load_merged(export_plain(str(checkpoint), runs_dir / "merged.pt"))
     assert set(exported.state_dict()) == set(base_model.state_dict())
     with torch.no_grad():
         torch.testing.assert_close(exported(x), trained(x), rtol=0, atol=1e-5)

@@ -9,7 +9,9 @@ import torch
 from tests.helpers.runs import mlflow_client, tiny_overrides
 
 from lit_modules.runs.finished import config_on_schema, rebuild_model
-from lit_modules.techniques.pc_layer.export import export_checkpoint, load_merged
+from lit_modules.export.__main__ import main as export_main
+from lit_modules.export.plain import export_plain, load_merged
+from lit_modules.techniques.pc_layer.merge import DEFAULT_MERGE_ITERS
 from lit_modules.techniques.pc_layer.parametrization import pc_modules, raw_weight, refresh_all
 from lit_modules.train import run
 from lit_modules.config.composition import compose_run_config
@@ -68,23 +70,19 @@ def test_checkpoint_holds_refreshed_u_v_and_trained_gammas(adamw_run):
 def test_export_gives_a_plain_model_with_the_same_logits(adamw_run, tmp_path):
     runs_dir, result = adamw_run
     ckpt = _checkpoint(runs_dir, result.run_id)
-    out = export_checkpoint(ckpt, tmp_path / "merged.pt", refresh_iters=50)
+    out = export_plain(str(ckpt), tmp_path / "merged.pt")
     plain = load_merged(out)
     assert not any("parametrizations" in k for k in plain.state_dict())
     model, _ = _model_from_checkpoint(ckpt)
-    refresh_all(model, 50)  # the export refreshes u, v before merging
+    refresh_all(model, DEFAULT_MERGE_ITERS)  # prepare_for_inference refreshes u, v before merging
     x = torch.randint(0, model.cfg.vocab_size, (2, 32), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         torch.testing.assert_close(plain.eval()(x), model(x), rtol=1e-5, atol=1e-5)
 
 
 def test_export_cli(adamw_run, tmp_path):
-    from lit_modules.techniques.pc_layer import export as pc_export
-
     runs_dir, result = adamw_run
-    pc_export.main(
-        [str(_checkpoint(runs_dir, result.run_id)), str(tmp_path / "m.pt"), "--refresh-iters", "5"]
-    )
+    assert export_main(["plain", str(_checkpoint(runs_dir, result.run_id)), str(tmp_path / "m.pt")]) == 0
     assert (tmp_path / "m.pt").is_file()
 
 

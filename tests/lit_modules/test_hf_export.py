@@ -1,0 +1,166 @@
+"""python -m lit_modules.export hf: a run (baseline, PC layer, LoRA / rsLoRA / PiSSA) as a folder transformers
+loads with our merged model's logits, its tokenizer files (the byte tokenizer too), a model card, PEFT adapters
+that reproduce the merged model on the exported base, and back in through init_from=hf:. Refusals leave
+nothing behind."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from lit_modules.config.composition import compose_run_config
+from lit_modules.config.validate import validated
+from lit_modules.data.tokenization import ByteTokenizer
+from lit_modules.export.__main__ import main as export_main
+from lit_modules.export.hf_export import export_hf
+from lit_modules.resume import init_weights_from
+from lit_modules.runs.finished import finished_run, rebuild_model
+from lit_modules.train import run
+from tests.helpers.hf import hf_logits, tokens
+from tests.helpers.runs import mlflow_client, tiny_overrides
+
+TEXTS = ["To be, or not to be: that is the question.", "héllo wörld — ✓ 日本語 🙂\n\ttabs  and  spaces", ""]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict:
+    """A baseline, a PC-layer run and LoRA / rsLoRA / PiSSA fine-tunes of the baseline, a few steps each."""
+    runs_dir = tmp_path_factory.mktemp("hf_out") / "runs"
+    made = {"base": run(compose_run_config(tiny_overrides(runs_dir, steps=8, seed="2"))).run_id}
+    made["pc"] = run(compose_run_config(tiny_overrides(runs_dir, steps=6, pc_layer="level4"))).run_id
+    for variant in ("lora", "rslora", "pissa"):
+        overrides = tiny_overrides(runs_dir, steps=6, lora=variant, init_from=made["base"], **{"techniques.lora.rank": "4"})
+        made[variant] = run(compose_run_config(overrides)).run_id
+    return {"runs_dir": runs_dir, **made}
+
+
+def _merged(runs, key):
+    return finished_run(mlflow_client(runs["runs_dir"]), runs[key]).checkpoint.trained_model(for_inference=True).eval()
+
+
+def _diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a - b).abs().max().item()
+
+
+@pytest.fixture(scope="module")
+def exported(runs, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("exports")
+    return {key: export_hf(runs[key], root / key, runs["runs_dir"]) for key in ("base", "pc", "lora", "rslora", "pissa")}
+
+
+@pytest.mark.parametrize("key", ["base", "pc", "lora", "rslora", "pissa"])
+def test_an_exported_run_loads_in_transformers_with_our_logits(runs, exported, key):
+    ours = _merged(runs, key)
+    x = tokens(ours.cfg.vocab_size, length=32)
+    with torch.no_grad():
+        diff = _diff(hf_logits(exported[key], x), ours(x))
+    print(f"ours -> hf [{key}]: max |logit diff| {diff:.2e}")
+    assert diff < 1e-4
+    names = {p.name for p in exported[key].iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "README.md"} <= names
+    assert ({"adapter", "adapter_base"} <= names) == (key in ("lora", "rslora", "pissa"))
+    assert not [p for p in exported[key].parent.iterdir() if p.name.startswith(".")]  # no staging folder left
+
+
+@pytest.mark.parametrize("key", ["lora", "rslora", "pissa"])
+def test_the_peft_adapters_on_the_exported_base_reproduce_the_merged_model(runs, exported, key):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    folder = exported[key]
+    config = json.loads((folder / "adapter" / "adapter_config.json").read_text())
+    assert (config["r"], config["use_rslora"]) == (4, key == "rslora")
+    base = AutoModelForCausalLM.from_pretrained(folder / "adapter_base", dtype=torch.float32)
+    model = PeftModel.from_pretrained(base, folder / "adapter").eval()
+    ours = _merged(runs, key)
+    x = tokens(ours.cfg.vocab_size, length=32, seed=1)
+    with torch.no_grad():
+        diff = _diff(model(x).logits, ours(x))
+        base_diff = _diff(hf_logits(folder / "adapter_base", x), ours(x))
+    print(f"peft adapters on the exported base [{key}]: max |logit diff| {diff:.2e}")
+    assert diff < 1e-4 and base_diff > 1e-3  # the adapters carry the fine-tune
+    if key == "pissa":  # the base PiSSA needs is the residual, not the weights it started from
+        start = _merged(runs, "base")
+        with torch.no_grad():
+            assert _diff(hf_logits(folder / "adapter_base", x), start(x)) > 1e-3
+
+
+def test_the_byte_tokenizer_exported_reads_text_as_ours(exported):
+    from transformers import AutoTokenizer
+
+    theirs, ours = AutoTokenizer.from_pretrained(exported["base"]), ByteTokenizer()
+    for text in TEXTS:
+        ids = theirs.encode(text, add_special_tokens=False)
+        assert ids == ours.encode(text)
+        assert theirs.decode(ids) == ours.decode(ids)
+    assert (theirs.bos_token_id, theirs.eos_token_id, theirs.pad_token_id) == (256, 257, 258)
+    assert json.loads((exported["base"] / "config.json").read_text())["eos_token_id"] == 257
+
+
+def test_the_model_card_names_run_commit_data_and_techniques(runs, exported):
+    client = mlflow_client(runs["runs_dir"])
+    for key, technique in (("base", "none (the baseline)"), ("pc", "`pc_layer`: "), ("pissa", "`lora`: variant=pissa")):
+        card = (exported[key] / "README.md").read_text()
+        tags = client.get_run(runs[key]).data.tags
+        assert runs[key] in card and tags["git_commit"] in card and technique in card
+        assert "shakespeare" in card and "byte tokenizer" in card
+
+
+def test_export_then_import_is_the_same_model_and_tokenizer(runs, exported, tmp_path):
+    cfg = compose_run_config([*tiny_overrides(tmp_path, steps=2), "tokenizer=pretrained"])
+    cfg.init_from = f"hf:{exported['pc']}"
+    cfg = validated(cfg).config
+    model = rebuild_model(cfg)
+    init_weights_from(cfg.init_from, client=None).load_into(model)
+    ours = _merged(runs, "pc")
+    x = tokens(ours.cfg.vocab_size, length=32, seed=2)
+    with torch.no_grad():
+        diff = _diff(model.eval()(x), ours(x))
+    print(f"ours -> hf -> ours [pc]: max |logit diff| {diff:.2e}")
+    assert diff == 0.0  # the same float32 tensors
+    from lit_modules.data.tokenization import PretrainedTokenizer
+
+    pretrained = PretrainedTokenizer(cfg.tokenizer.path)
+    assert all(pretrained.encode(t) == ByteTokenizer().encode(t) for t in [*TEXTS, "<|eos|> as text"])
+
+
+def test_the_plain_format_goes_through_the_same_module(runs, tmp_path):
+    from lit_modules.export.plain import load_merged
+
+    out = tmp_path / "merged.pt"
+    assert export_main(["plain", runs["lora"], str(out), "--runs-dir", str(runs["runs_dir"])]) == 0
+    ours = _merged(runs, "lora")
+    x = tokens(ours.cfg.vocab_size, seed=3)
+    with torch.no_grad():
+        assert _diff(load_merged(out).eval()(x), ours(x)) == 0.0
+
+
+def test_what_cannot_be_exported_is_refused_in_one_sentence_and_nothing_is_written(runs, exported, tmp_path, capsys):
+    runs_dir = runs["runs_dir"]
+    # A gated-attention run has no Hugging Face Llama equivalent: refused from config.json alone (the
+    # checkpoint here is not even a checkpoint, so nothing was read).
+    gated = tmp_path / "gated"
+    gated.mkdir()
+    record = json.loads((runs_dir / "checkpoints" / runs["base"] / "config.json").read_text())
+    record["config"]["model"]["attn_gate"] = "elementwise"
+    (gated / "config.json").write_text(json.dumps(record))
+    (gated / "last.ckpt").write_bytes(b"not read")
+    cases = [
+        ([str(gated), str(tmp_path / "g")], "model.attn_gate=elementwise has no Hugging Face Llama equivalent"),
+        ([runs["base"], str(exported["base"])], "already exists"),
+        (["0123456789abcdef", str(tmp_path / "n")], "is not a run in the MLflow store"),
+        ([str(tmp_path / "nowhere/last.ckpt"), str(tmp_path / "m")], "is neither a checkpoint nor"),
+    ]
+    for words, expected in cases:
+        assert export_main(["hf", *words, "--runs-dir", str(runs_dir)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and expected in err and "\n" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gated"]  # nothing else was written
+    ckpt = runs_dir / "checkpoints" / runs["base"]
+    copy = Path(shutil.copytree(ckpt, tmp_path / "copy", ignore=shutil.ignore_patterns("*.sha256")))
+    assert export_main(["hf", str(copy), str(tmp_path / "c")]) == 2  # no checksum: not trusted
+    assert "has no checksum file" in capsys.readouterr().err and not (tmp_path / "c").exists()
