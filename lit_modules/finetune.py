@@ -223,7 +223,7 @@ def finetune(
 
     recipe = load_recipe(recipe) if isinstance(recipe, str) else recipe
     if is_hf_reference(base_run_id):  # a Hugging Face folder: no store to read it from (the run makes one)
-        from lit_modules.hf.base_run import hf_base_run
+        from lit_modules.runs.hf_base import hf_base_run
 
         base = hf_base_run(base_run_id)
     else:

@@ -4,16 +4,24 @@
     names.py        our parameter names <-> Hugging Face Llama's
     folder.py       reading a local folder's config and (sharded) safetensors; writing safetensors
     start.py        a run config whose model and tokenizer come from the folder named by init_from
-    base_run.py     a folder as the base of a fine-tune (lit_modules.finetune)
 
-Local folders only: nothing is fetched from a hub. The way out is lit_modules.export.
+A folder as the base of a fine-tune is lit_modules.runs.hf_base. Local folders only: nothing is fetched from a
+hub. The way out is lit_modules.export. This package sits just above model/ and data/ (config/validate calls
+start.py), so it imports neither config/ nor runs/.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from lit_modules.data.errors import DataError
+
 HF_PREFIX = "hf:"  # init_from=hf:<folder>, base_run=hf:<folder>
+
+
+class ModelFolderError(DataError):
+    """A Hugging Face folder that cannot be loaded or written: one sentence, exit 2 (a DataError, so every
+    entry point reports it as the bad input it is)."""
 
 
 def is_hf_reference(reference: object) -> bool:

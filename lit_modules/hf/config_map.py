@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lit_modules.config.errors import ConfigError
+from lit_modules.hf import ModelFolderError
 from lit_modules.model.config import LlamaConfig
 
 ARCHITECTURE = "LlamaForCausalLM"
@@ -21,8 +21,8 @@ DEFAULTS = {"rms_norm_eps": 1e-6, "rope_theta": 10000.0, "max_position_embedding
             "tie_word_embeddings": False}
 
 
-def _refuse(where: str, field: str, value: Any, why: str) -> ConfigError:
-    return ConfigError(f"{where}/config.json has {field}={value!r}, which this platform's Llama cannot represent ({why}).")
+def _refuse(where: str, field: str, value: Any, why: str) -> ModelFolderError:
+    return ModelFolderError(f"{where}/config.json has {field}={value!r}, which this platform's Llama cannot represent ({why}).")
 
 
 def _rope_theta(hf: dict, where: str) -> float:
@@ -56,7 +56,7 @@ def llama_config_from_hf(hf: dict, where: str) -> LlamaConfig:
         raise _refuse(where, "architectures", architectures, f"only {ARCHITECTURE} is supported")
     for field in REQUIRED:
         if not isinstance(hf.get(field), int):
-            raise ConfigError(f"{where}/config.json lacks {field} (an integer), which the model's size needs.")
+            raise ModelFolderError(f"{where}/config.json lacks {field} (an integer), which the model's size needs.")
     act = hf.get("hidden_act", "silu")
     if act != "silu":
         raise _refuse(where, "hidden_act", act, "the MLP is SwiGLU with SiLU")
@@ -90,17 +90,17 @@ def llama_config_from_hf(hf: dict, where: str) -> LlamaConfig:
     )
     problems = cfg.problems()
     if problems:
-        raise ConfigError(f"{where}/config.json describes a model this platform cannot build: {problems[0]}")
+        raise ModelFolderError(f"{where}/config.json describes a model this platform cannot build: {problems[0]}")
     return cfg
 
 
 def hf_config_from_llama(cfg: LlamaConfig, bos_id: int | None, eos_id: int | None, pad_id: int | None) -> dict:
-    """The config.json of `cfg` as a Hugging Face LlamaForCausalLM; ConfigError for what it cannot express."""
+    """The config.json of `cfg` as a Hugging Face LlamaForCausalLM; ModelFolderError for what it lacks."""
     if cfg.attn_gate != "none":
-        raise ConfigError(f"model.attn_gate={cfg.attn_gate} has no Hugging Face Llama equivalent, so this run "
+        raise ModelFolderError(f"model.attn_gate={cfg.attn_gate} has no Hugging Face Llama equivalent, so this run "
                           "cannot be exported in that format.")
     if cfg.is_moe:
-        raise ConfigError(f"model.n_experts={cfg.n_experts} (a mixture of experts) has no Hugging Face Llama "
+        raise ModelFolderError(f"model.n_experts={cfg.n_experts} (a mixture of experts) has no Hugging Face Llama "
                           "equivalent, so this run cannot be exported in that format.")
     return {
         "architectures": [ARCHITECTURE],

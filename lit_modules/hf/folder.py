@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from lit_modules.config.errors import ConfigError
+from lit_modules.hf import ModelFolderError
 from lit_modules.hf.config_map import llama_config_from_hf
 from lit_modules.hf.names import expected_hf_names, our_name
 from lit_modules.model.config import LlamaConfig
@@ -21,18 +21,18 @@ IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
 
 def read_hf_config(folder: Path) -> tuple[dict, LlamaConfig]:
-    """(config.json as read, our LlamaConfig); ConfigError for a missing folder or an unsupported config."""
+    """(config.json as read, our LlamaConfig); ModelFolderError for a missing folder or an unsupported config."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise ConfigError(f"hf:{folder} is not a local folder; download the model first (nothing is fetched from "
+        raise ModelFolderError(f"hf:{folder} is not a local folder; download the model first (nothing is fetched from "
                           "a hub) and pass its folder.")
     path = folder / "config.json"
     if not path.is_file():
-        raise ConfigError(f"hf:{folder} has no config.json; pass a Hugging Face model folder.")
+        raise ModelFolderError(f"hf:{folder} has no config.json; pass a Hugging Face model folder.")
     try:
         hf = json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise ConfigError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}).") from None
+        raise ModelFolderError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}).") from None
     return hf, llama_config_from_hf(hf, str(folder))
 
 
@@ -44,7 +44,7 @@ def weight_files(folder: Path) -> dict[str, Path]:
         files = {name: folder / file for name, file in weight_map.items()}
         missing = sorted({str(p.name) for p in files.values() if not p.is_file()})
         if missing:
-            raise ConfigError(f"{folder}/{INDEX} lists the shard {missing[0]}, which is not in the folder.")
+            raise ModelFolderError(f"{folder}/{INDEX} lists the shard {missing[0]}, which is not in the folder.")
         return files
     if (folder / SINGLE).is_file():
         from safetensors import safe_open
@@ -52,7 +52,7 @@ def weight_files(folder: Path) -> dict[str, Path]:
         with safe_open(str(folder / SINGLE), "pt") as f:
             return {name: folder / SINGLE for name in f.keys()}
     found = "; it has pytorch_model.bin, convert it to safetensors first" if (folder / "pytorch_model.bin").exists() else ""
-    raise ConfigError(f"hf:{folder} has neither {SINGLE} nor {INDEX}{found}.")
+    raise ModelFolderError(f"hf:{folder} has neither {SINGLE} nor {INDEX}{found}.")
 
 
 def check_weights(folder: Path, cfg: LlamaConfig) -> dict[str, Path]:
@@ -66,7 +66,7 @@ def check_weights(folder: Path, cfg: LlamaConfig) -> dict[str, Path]:
     missing, unexpected = sorted(expected - set(files)), sorted(set(files) - expected)
     if missing or unexpected:
         what = f"lacks {missing[0]}" if missing else f"has {unexpected[0]}, which this platform's Llama does not have"
-        raise ConfigError(f"The weights in hf:{folder} do not fit its config.json: it {what} "
+        raise ModelFolderError(f"The weights in hf:{folder} do not fit its config.json: it {what} "
                           f"({len(missing)} missing, {len(unexpected)} unexpected tensors).")
     from lit_modules.model import Llama
 
@@ -79,7 +79,7 @@ def check_weights(folder: Path, cfg: LlamaConfig) -> dict[str, Path]:
                     continue
                 shape = tuple(f.get_slice(name).get_shape())
                 if shape != shapes[our_name(name)]:
-                    raise ConfigError(f"hf:{folder}'s tensor {name} has shape {list(shape)}, but its config.json "
+                    raise ModelFolderError(f"hf:{folder}'s tensor {name} has shape {list(shape)}, but its config.json "
                                       f"makes it {list(shapes[our_name(name)])}.")
     return files
 

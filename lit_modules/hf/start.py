@@ -14,9 +14,8 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from lit_modules.config.errors import ConfigError
 from lit_modules.data.config import static_vocab_size
-from lit_modules.hf import HF_PREFIX, hf_folder, is_hf_reference
+from lit_modules.hf import HF_PREFIX, ModelFolderError, hf_folder, is_hf_reference
 from lit_modules.hf.folder import check_weights, read_hf_config, read_weights
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -36,15 +35,15 @@ def with_hf_start(cfg: DictConfig) -> DictConfig:
     kind = cfg.tokenizer.kind
     if kind == "pretrained" and not cfg.tokenizer.path:
         if not tokenizer_file.is_file():
-            raise ConfigError(f"init_from=hf:{folder} has no {TOKENIZER_FILE}; set tokenizer.path=<a tokenizer.json> "
+            raise ModelFolderError(f"init_from=hf:{folder} has no {TOKENIZER_FILE}; set tokenizer.path=<a tokenizer.json> "
                               "for the ids its embedding was trained on.")
         cfg.tokenizer.path = str(tokenizer_file.resolve())
     elif kind != "pretrained" and tokenizer_file.is_file():
-        raise ConfigError(f"init_from=hf:{folder} comes with its own {TOKENIZER_FILE}, and tokenizer={kind} would give "
+        raise ModelFolderError(f"init_from=hf:{folder} comes with its own {TOKENIZER_FILE}, and tokenizer={kind} would give "
                           "its embedding other ids; add tokenizer=pretrained (the folder's file is then used).")
     vocab = static_vocab_size(OmegaConf.to_object(cfg.tokenizer))
     if vocab > model.vocab_size:
-        raise ConfigError(f"The tokenizer has {vocab} ids but hf:{folder}'s embedding has {model.vocab_size} rows; "
+        raise ModelFolderError(f"The tokenizer has {vocab} ids but hf:{folder}'s embedding has {model.vocab_size} rows; "
                           "use the tokenizer the model was trained with.")
     return cfg
 

@@ -50,7 +50,7 @@ DROP = object()
 def hf_logits(folder: Path, x: torch.Tensor) -> torch.Tensor:
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
     with torch.no_grad():
         return model(x).logits
 

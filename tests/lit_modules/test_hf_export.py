@@ -74,7 +74,7 @@ def test_the_peft_adapters_on_the_exported_base_reproduce_the_merged_model(runs,
     folder = exported[key]
     config = json.loads((folder / "adapter" / "adapter_config.json").read_text())
     assert (config["r"], config["use_rslora"]) == (4, key == "rslora")
-    base = AutoModelForCausalLM.from_pretrained(folder / "adapter_base", dtype=torch.float32)
+    base = AutoModelForCausalLM.from_pretrained(folder / "adapter_base")
     model = PeftModel.from_pretrained(base, folder / "adapter").eval()
     ours = _merged(runs, key)
     x = tokens(ours.cfg.vocab_size, length=32, seed=1)

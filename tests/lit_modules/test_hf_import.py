@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from lit_modules.config.composition import compose_run_config
-from lit_modules.config.errors import ConfigError
+from lit_modules.hf import ModelFolderError
 from lit_modules.config.validate import validated
 from lit_modules.resume import init_weights_from
 from lit_modules.runs.finished import rebuild_model
@@ -85,7 +85,7 @@ def test_a_config_we_cannot_represent_is_refused_naming_the_field(folders, tmp_p
     changes, words = REFUSALS[case]
     folder = _copy(folders, tmp_path)
     edit_config(folder, **changes)
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ModelFolderError) as err:
         validated(_cfg(tmp_path / "runs", folder))
     assert words in str(err.value) and "\n" not in str(err.value)
     assert not (tmp_path / "runs").exists()
@@ -112,7 +112,7 @@ def test_a_folder_that_cannot_start_a_run_is_refused_in_one_sentence(folders, tm
     else:
         folder = hf_folder(tmp_path / "small_vocab", vocab_size=200)  # byte tokenizer.json: 259 ids
         words = "tokenizer has 259 ids but"
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ModelFolderError) as err:
         validated(_cfg(tmp_path / "runs", folder, *extra))
     assert words in str(err.value) and "\n" not in str(err.value)
     assert not (tmp_path / "runs").exists()

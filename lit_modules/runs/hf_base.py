@@ -15,7 +15,7 @@ from lit_modules.runs.finished import FinishedRun, RunCheckpoint
 
 
 def hf_base_run(reference: str) -> FinishedRun:
-    """The folder as a finished base run (id `hf:<absolute folder>`); ConfigError if it cannot be loaded."""
+    """The folder as a finished base run (id `hf:<absolute folder>`); ModelFolderError if it cannot be loaded."""
     from lit_modules.config.composition import compose_run_config
 
     folder = hf_folder(reference)
