@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 ATTN_GATES = ("none", "elementwise", "headwise")
+MOE_AUX_LOADS = ("slots", "tokens")  # f_e of the balancing loss over dispatched slots or tokens (model/moe.py)
 
 # Fields added after runs were recorded, with the value that means "not used": a config holding exactly that
 # value is the model it was before the field existed, so the run's identity hash leaves it out
@@ -18,6 +19,7 @@ ADDED_DEFAULTS = {
     "expert_d_ff": None,
     "shared_expert": False,
     "moe_aux_coef": 0.01,
+    "moe_aux_load": "slots",
 }
 
 
@@ -41,6 +43,9 @@ class LlamaConfig:
     expert_d_ff: Optional[int] = None  # each expert's SwiGLU width; None = d_ff
     shared_expert: bool = False  # one more SwiGLU expert every token goes through (DeepSeek-MoE style)
     moe_aux_coef: float = 0.01  # load-balancing loss coefficient (Switch Transformer); 0 = none
+    # f_e of the balancing loss: "slots" = count / (tokens * k) (share of dispatched slots, Megatron-core);
+    # "tokens" = count / tokens (share of tokens, Hugging Face Mixtral), k times larger (model/moe.py).
+    moe_aux_load: str = "slots"
 
     @property
     def is_moe(self) -> bool:
@@ -92,6 +97,8 @@ class LlamaConfig:
             out.append(f"expert_d_ff must be positive (or null for d_ff), got {self.expert_d_ff}.")
         if self.moe_aux_coef < 0:
             out.append(f"moe_aux_coef must be >= 0, got {self.moe_aux_coef}.")
+        if self.moe_aux_load not in MOE_AUX_LOADS:
+            out.append(f"moe_aux_load must be one of {MOE_AUX_LOADS}, got {self.moe_aux_load!r}.")
         if self.attn_gate not in ATTN_GATES:
             out.append(f"attn_gate must be one of {ATTN_GATES}, got {self.attn_gate!r}.")
         # Divisibility checks only make sense once the sizes are positive.

@@ -24,7 +24,7 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         if cfg.is_moe:
             self.mlp = MoE(cfg.d_model, cfg.expert_width, cfg.n_experts, cfg.experts_top_k, cfg.shared_expert,
-                           cfg.moe_aux_coef)
+                           cfg.moe_aux_coef, cfg.moe_aux_load)
         else:
             self.mlp = SwiGLU(cfg.d_model, cfg.d_ff)
 
