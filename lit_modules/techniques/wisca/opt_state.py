@@ -5,18 +5,19 @@ new coordinates is L'(W') = L(W' / S), so its gradient is g' = g / S. Every opti
 running average of gradients is linear in them, so the state the optimizer WOULD hold had it seen the same
 function-space gradient history in the new coordinates is:
 
-    first moments   (AdamW exp_avg, Muon momentum_buffer):        m' = m / S
-    second moments  (AdamW exp_avg_sq, max_exp_avg_sq):           v' = v / S^2
-    step counter:                                                 unchanged
+    first moments   (AdamW/NAdam/LAMB exp_avg, Muon momentum_buffer):  m' = m / S
+    second moments  (AdamW/NAdam/LAMB exp_avg_sq, max_exp_avg_sq):     v' = v / S^2
+    step counter, NAdam's mu_product (the running product of its       unchanged
+    momentum schedule: a scalar of the step count, not of gradients):
 
 Policies:
 - keep:    leave the state as it is (what in-place edits of `param.data` do; our guess of the paper).
 - rescale: apply the map above. Consequence for AdamW: m'/sqrt(v') = m/sqrt(v) exactly (up to eps), so
            each entry of W' moves by the same amount the same entry of W would have moved.
-- reset:   zero the moment tensors of the rescaled weights and keep `step`. With the step kept, Adam's
-           bias correction is ~1 after many steps, so the first update after a reset has per-entry size
-           (1 - beta1) / sqrt(1 - beta2) (0.45 for betas (0.9, 0.95); 3.2 for (0.9, 0.999)) before it
-           settles; other weights' state is untouched.
+- reset:   zero the moment tensors of the rescaled weights and keep `step` (and `mu_product`). With the
+           step kept, Adam's bias correction is ~1 after many steps, so the first update after a reset has
+           per-entry size (1 - beta1) / sqrt(1 - beta2) (0.45 for betas (0.9, 0.95); 3.2 for (0.9, 0.999))
+           before it settles; other weights' state is untouched.
 AdamW's decoupled weight decay W <- (1 - lr*wd) W commutes with an elementwise rescale, so it needs no
 adjustment.
 """
@@ -30,7 +31,7 @@ from lit_modules.techniques.wisca.rescales import Rescale
 OPT_STATE_POLICIES = ("keep", "rescale", "reset")
 FIRST_MOMENT_KEYS = ("exp_avg", "momentum_buffer")
 SECOND_MOMENT_KEYS = ("exp_avg_sq", "max_exp_avg_sq")
-COUNTER_KEYS = ("step",)
+COUNTER_KEYS = ("step", "mu_product")  # functions of the step count alone, the same in any coordinates
 
 
 def leaf_optimizers(optimizer: torch.optim.Optimizer) -> list[torch.optim.Optimizer]:

@@ -49,6 +49,14 @@ def test_init_and_periodic_channel_wisca_with_muon_and_rescale(tmp_path):
     assert len(_history(tmp_path, result.run_id, "wisca/layer1/qk_scale_max")) == 2
 
 
+def test_nadam_with_rescale_trains_through_its_transitions(tmp_path):
+    """NAdam's state holds `mu_product` (its momentum schedule): it crashed the first transition before."""
+    result = _train(tmp_path, "optim=nadam", "wisca=qk_vo_tensor", "techniques.wisca.every_n_steps=5",
+                    "techniques.wisca.opt_state=rescale", "trainer.max_steps=10")
+    assert result.status == "FINISHED"
+    assert _history(tmp_path, result.run_id, "wisca/transitions") == [(4, 1.0), (9, 2.0)]
+
+
 def test_wisca_on_pc_weights_keeps_the_function_in_a_real_run(tmp_path, monkeypatch):
     """pc_layer=level4 makes o_proj's weight a computed one: through the real entry point, each transition leaves
     the logits unchanged and rescales the Adam state of every weight it moved (o_proj's raw weight too)."""

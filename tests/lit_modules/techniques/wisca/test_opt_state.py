@@ -1,4 +1,5 @@
-"""WISCA optimizer-state policies (keep | rescale | reset) for AdamW, Muon and the Muon+AdamW composite.
+"""WISCA optimizer-state policies (keep | rescale | reset) for AdamW, Muon and the Muon+AdamW composite, NAdam and
+LAMB (Adam-mini: keep only, the others refused before the first step).
 
 The property `rescale` guarantees, stated precisely (W' = S * W elementwise, S > 0 scalar/row/column):
 
@@ -25,11 +26,15 @@ import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 
+from lit_modules.config.errors import ConfigError
+from lit_modules.config.validate import OPTIMIZERS
 from lit_modules.model import Llama, LlamaConfig
 from lit_modules.optim.build import build_optimizer
+from lit_modules.optim.lamb import Lamb
 from lit_modules.techniques.wisca import Wisca
 from lit_modules.techniques.wisca.rescales import Rescale
-from lit_modules.techniques.wisca.opt_state import apply_opt_state_policy
+from lit_modules.techniques.wisca.opt_state import (COUNTER_KEYS, FIRST_MOMENT_KEYS, OPT_STATE_POLICIES,
+                                                    apply_opt_state_policy, leaf_optimizers)
 
 SHAPE = (6, 4)
 BETAS = (0.9, 0.95)
@@ -238,3 +243,71 @@ def test_composite_muon_adamw_children_are_updated():
     touched = apply_opt_state_policy(opt, rescales, "rescale")
     assert touched == len(rescales) == 4 * len(model.layers)
     torch.testing.assert_close(opt.state[q]["momentum_buffer"], buffer_before / rescales[0].factor)
+
+
+# ------------------------------------------------------------------ every optimizer x every policy
+
+def _nadam(params, weight_decay=0.1):
+    return torch.optim.NAdam(params, lr=1e-2, betas=BETAS, eps=1e-8, weight_decay=weight_decay,
+                             decoupled_weight_decay=True)
+
+
+def _lamb(params, weight_decay=0.1):
+    return Lamb([{"params": params, "weight_decay": weight_decay}], lr=1e-2, betas=BETAS)
+
+
+@pytest.mark.parametrize("make_opt", [_nadam, _lamb], ids=["nadam", "lamb"])
+@pytest.mark.parametrize("kind", ["scalar", "rows", "columns"])
+def test_rescale_equals_state_accumulated_in_new_coordinates_for_nadam_and_lamb(make_opt, kind):
+    """(P1) for the other optimizers with state: NAdam's mu_product is a scalar of its momentum schedule
+    (a function of the step count), left as it is, like `step`."""
+    test_rescale_equals_state_accumulated_in_new_coordinates(make_opt, kind)
+
+
+def _composed(optimizer: str, policy: str):
+    from lit_modules.config.composition import compose_run_config
+    from lit_modules.config.validate import validated
+
+    return validated(compose_run_config([f"optim={optimizer}", "wisca=qk_vo_tensor", "techniques.wisca.every_n_steps=2",
+                                         f"techniques.wisca.opt_state={policy}", "regime=steps",
+                                         "trainer.max_steps=4"])).config
+
+
+@pytest.mark.parametrize("policy", OPT_STATE_POLICIES)
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_every_optimizer_and_policy_is_exact_or_refused_before_the_first_step(optimizer, policy):
+    """Each pair either is refused by validation (one sentence, before any step) or, on the optimizer the run
+    builds, a transition keeps the function and its policy leaves the state exactly as stated: keep changes
+    nothing, rescale divides first moments by S and second by S^2, reset zeroes them; counters stay."""
+    if optimizer == "adam_mini" and policy != "keep":
+        with pytest.raises(ConfigError, match=f"opt_state={policy} has no rule for Adam-mini"):
+            _composed(optimizer, policy)
+        return
+    cfg = _composed(optimizer, policy)
+    model = _tiny_model()
+    opt = build_optimizer(model, cfg.optim)
+    for seed in range(3):
+        opt.zero_grad()
+        _loss(model, seed).backward()
+        opt.step()
+    before = {id(p): {k: v.clone() if torch.is_tensor(v) else v for k, v in child.state[p].items()}
+              for child in leaf_optimizers(opt) for p in child.state}
+    idx = torch.arange(16).remainder(53)[None]
+    with torch.no_grad():
+        logits = model(idx)
+        rescales, _ = Wisca(opt_state=policy).transition(model)
+        torch.testing.assert_close(model(idx), logits, rtol=1e-4, atol=1e-5)
+    touched = apply_opt_state_policy(opt, rescales, policy)
+    assert touched == (0 if policy == "keep" else len(rescales))
+    factors = {id(r.param): r.factor for r in rescales}
+    for child in leaf_optimizers(opt):
+        for p, state in child.state.items():
+            for key, value in state.items():
+                old = before[id(p)][key]
+                if id(p) not in factors or policy == "keep" or key in COUNTER_KEYS:
+                    assert torch.equal(torch.as_tensor(value), torch.as_tensor(old)), (optimizer, key)
+                elif policy == "reset":
+                    assert not value.any(), (optimizer, key)
+                else:
+                    power = 1 if key in FIRST_MOMENT_KEYS else 2
+                    torch.testing.assert_close(value, old / factors[id(p)] ** power)
