@@ -44,7 +44,7 @@ class InitWeights:
             )
 
 
-def init_weights_from(reference: str, client: MlflowClient) -> InitWeights:
+def init_weights_from(reference: str, client: MlflowClient | None) -> InitWeights:
     """`init_from=`: a checkpoint file, a folder holding last.ckpt, a run id (read only if verified), or
     `hf:<folder>` (a Hugging Face Llama folder, checked against its config.json)."""
     if is_hf_reference(reference):
@@ -62,12 +62,16 @@ def init_weights_from(reference: str, client: MlflowClient) -> InitWeights:
 NOTHING_TO_RESUME = "there is nothing to resume; start the run again without resume="
 
 
-def _checkpoint_from(resume: str, client: MlflowClient, nothing: str = NOTHING_TO_RESUME) -> RunCheckpoint:
+def _checkpoint_from(resume: str, client: MlflowClient | None, nothing: str = NOTHING_TO_RESUME) -> RunCheckpoint:
+    """`client` None: the local store is not made yet, so no run id can be found in it."""
     path = Path(resume)
     if path.is_file():
         return RunCheckpoint(path)
     if path.is_dir() and RunCheckpoint.in_folder(path).path.is_file():
         return RunCheckpoint.in_folder(path)
+    if client is None:
+        raise ConfigError(f"'{resume}' is neither a checkpoint file nor a known MLflow run id (the MLflow store "
+                          "does not exist yet; pass runs_dir=<the folder the run was trained in>).")
     try:
         run = client.get_run(resume)
     except Exception as err:  # noqa: BLE001 - any lookup failure means the same thing to the user
@@ -86,7 +90,9 @@ def _checkpoint_from(resume: str, client: MlflowClient, nothing: str = NOTHING_T
     return RunCheckpoint.in_folder(directory)
 
 
-def _refuse_if_trained_now(client: MlflowClient, run_id: str) -> None:
+def _refuse_if_trained_now(client: MlflowClient | None, run_id: str) -> None:
+    if client is None:  # no store here yet: nothing in it is being trained
+        return
     try:
         run = client.get_run(run_id)
     except Exception:  # noqa: BLE001 - a checkpoint copied from another store: nothing to check here
@@ -97,7 +103,7 @@ def _refuse_if_trained_now(client: MlflowClient, run_id: str) -> None:
         )
 
 
-def resolve_resume(cfg: DictConfig, client: MlflowClient, cli_overrides: list[str] | None) -> ResumeTarget:
+def resolve_resume(cfg: DictConfig, client: MlflowClient | None, cli_overrides: list[str] | None) -> ResumeTarget:
     checkpoint = _checkpoint_from(str(cfg.resume), client)
     if not checkpoint.sidecar.is_file():
         raise ConfigError(f"The checkpoint folder {checkpoint.path.parent} lacks its {CONFIG_SIDECAR}; it cannot be resumed.")

@@ -60,7 +60,8 @@ from lit_modules.tracking.run_lifecycle import flatten, open_run, run_lifecycle,
 from lit_modules.tracking.init_stds import INIT_STD_TABLE, init_std_params, write_init_std_table
 from lit_modules.tracking.run_names import base_run_name, unique_run_name
 from lit_modules.tracking.run_owner import end_dead_runs
-from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, tracking_uri
+from lit_modules.tracking.store import (get_or_create_experiment, open_client, resolve_tracking_uri, store_exists,
+                                        tracking_uri)
 from lit_modules.tracking.store_check import check_store
 from lit_modules.tracking.system_tags import system_tags
 from lit_modules.tracking.uri_masking import mask_password, mask_tree
@@ -171,7 +172,8 @@ def run(
             return RunResult(done.info.run_id, "SKIPPED", metrics, budget, config_hash)
 
     # Read (and checksum-verified) before any data is prepared: a damaged checkpoint is refused first.
-    init_weights = ranks.decide(lambda: init_weights_from(str(cfg.init_from), store())) if cfg.init_from else None
+    init_weights = (ranks.decide(lambda: init_weights_from(str(cfg.init_from), _lookup(uri, store)))
+                    if cfg.init_from else None)
     if cfg.trainer.num_threads:
         torch.set_num_threads(cfg.trainer.num_threads)
     L.seed_everything(cfg.seed, verbose=False)
@@ -222,7 +224,12 @@ def run(
 
 def _locate_resume(cfg: DictConfig, uri: str, store: Callable[[], MlflowClient], cli_overrides: list[str] | None):
     check_store(uri)  # before the client exists: making one creates a local store
-    return resolve_resume(cfg, store(), cli_overrides)
+    return resolve_resume(cfg, _lookup(uri, store), cli_overrides)
+
+
+def _lookup(uri: str, store: Callable[[], MlflowClient]) -> MlflowClient | None:
+    """The client to look a run id up in; None when the local store is not made yet (a lookup must not make it)."""
+    return store() if store_exists(uri) else None
 
 
 def _store_client(configured: str | None, runs_dir: str) -> Callable[[], MlflowClient]:

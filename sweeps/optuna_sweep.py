@@ -37,7 +37,7 @@ from lit_modules.runs import tags
 from lit_modules.runs.search import SWEEP, parent_filter, parent_tags
 from lit_modules.tracking.run_lifecycle import find_or_open_parent, flatten, set_tags
 from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, store_lock, tracking_uri
-from lit_modules.tracking.store_check import check_store
+from lit_modules.tracking.store_check import check_database_driver, check_store
 from lit_modules.tracking.uri_masking import mask_password
 from lit_modules.train import run
 from lit_modules.config.composition import compose_run_config
@@ -81,6 +81,17 @@ def parse_args(argv: list[str]) -> Invocation:
         else:
             inv.run_overrides.append(arg)
     return inv
+
+
+STORAGE = "The sweep storage"
+STORAGE_HINT = "set sweep.storage to a database this machine can use, or leave it unset for <runs_dir>/optuna.db"
+
+
+def check_storage(url: str) -> None:
+    """sweep.storage names a database SQLAlchemy can open from here (its driver installed, its server
+    listening, its SQLite folder writable); StoreError (one sentence) otherwise, before anything is made."""
+    check_database_driver(url, STORAGE, STORAGE_HINT)
+    check_store(url, what=STORAGE, hint=STORAGE_HINT)
 
 
 def storage_url(cfg: SweepConfig) -> str:
@@ -295,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
 
             validate(compose_run_config([*cfg.overrides, *inv.run_overrides]))
             check_store(resolve_tracking_uri(None, cfg.runs_dir))  # before the study and its folder exist
+            if cfg.storage:
+                check_storage(cfg.storage)
         if joining:
             inv.parent_run_id = joined_parent(cfg)
             inv.worker_index = inv.worker_index or _joining_worker_index()

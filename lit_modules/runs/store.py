@@ -13,6 +13,7 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from lit_modules.config.errors import ConfigError
+from lit_modules.tracking.store import store_exists
 from lit_modules.tracking.store_check import check_store
 from lit_modules.tracking.uri_masking import keep_off_stdout
 
@@ -29,5 +30,7 @@ def open_store(runs_dir: str | Path = "runs", tracking_uri: str | None = None) -
                 f"There is no MLflow store at {database}; pass runs_dir=<the folder the run was trained in>."
             )
         uri = f"sqlite:///{database}"
+    elif not store_exists(uri):  # a client would create it, empty
+        raise ConfigError(f"There is no MLflow store at {uri}; point MLFLOW_TRACKING_URI at the store the run is in.")
     check_store(uri)
     return MlflowClient(keep_off_stdout(uri))

@@ -6,6 +6,7 @@ import contextlib
 import os
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import urlparse
 
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
@@ -13,6 +14,7 @@ from sqlalchemy.engine import make_url
 
 from lit_modules.data.locking import build_lock
 
+from lit_modules.tracking.store_check import HINT, StoreError
 from lit_modules.tracking.uri_masking import keep_off_stdout
 
 # Tracking URIs served by an MLflow server (or a hosted one), which decides where artifacts go.
@@ -37,6 +39,18 @@ def tracking_uri(configured: str | None, runs_dir: str) -> str:
     return uri
 
 
+def store_exists(uri: str) -> bool:
+    """False only for a local store not made yet (an SQLite file, a file-store folder): nothing can be found
+    in it, and a client opened on it would create it. A server's or a database's store is assumed to exist."""
+    if uri.startswith("sqlite:"):
+        database = make_url(uri).database
+        return not database or database == ":memory:" or Path(database).exists()
+    scheme = urlparse(uri).scheme
+    if scheme in ("", "file"):
+        return Path(urlparse(uri).path if scheme else uri).exists()
+    return True
+
+
 @contextlib.contextmanager
 def store_lock(uri: str) -> Iterator[None]:
     """Serialize a find-or-create step on a local SQLite database (MLflow's or Optuna's) across processes.
@@ -50,7 +64,11 @@ def store_lock(uri: str) -> Iterator[None]:
     if not database:  # not SQLite, or an in-memory one
         yield
         return
-    with build_lock(Path(database).resolve()):
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(build_lock(Path(database).resolve()))
+        except OSError as err:  # a folder that cannot be made or written (the entry points check it first)
+            raise StoreError(f"The store {uri} cannot be created or locked ({err.strerror or err}); {HINT}.") from None
         yield
 
 

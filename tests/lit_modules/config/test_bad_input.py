@@ -6,6 +6,7 @@ runs_dir in a tmp folder, which must not exist afterwards: no MLflow store, no H
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -146,10 +147,12 @@ def test_sqlite_store_under_a_file_is_refused(runs_dir: Path, tmp_path: Path, mo
 
 
 def test_database_store_check_refuses_a_closed_port_without_showing_the_password() -> None:
-    from lit_modules.tracking.store_check import check_store
+    from lit_modules.tracking import store_check
 
+    # The port check alone: check_store asks for the database's driver first (see the driver tests below).
     with pytest.raises(ConfigError, match="unreachable") as err:
-        check_store("postgresql://researcher:s3cret@127.0.0.1:9/mlflow", timeout_s=2)
+        store_check._check_port("postgresql://researcher:s3cret@127.0.0.1:9/mlflow", "127.0.0.1", 9, 2,
+                                "The MLflow store", store_check.HINT)
     assert "s3cret" not in str(err.value) and "researcher:***@" in str(err.value)
 
 
@@ -167,6 +170,74 @@ def test_sweep_ablate_and_finetune_check_the_store_first(unreachable_server, run
         errors = capsys.readouterr().err.strip().splitlines()
         assert len(errors) == 1 and "127.0.0.1:9 is unreachable" in errors[0], (main.__module__, errors)
     assert not runs_dir.exists()
+
+
+# --- issue 26: a store path the system will not make, a database without its driver, a lookup ---------
+
+NO_PROC = pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc, which takes no new folder")
+NO_DRIVER = pytest.mark.skipif(importlib.util.find_spec("psycopg") is not None,
+                               reason="needs a machine set up without the PostgreSQL driver (make setup)")
+
+
+@NO_PROC
+def test_a_store_path_that_cannot_be_created_is_one_sentence_before_data(runs_dir: Path, monkeypatch) -> None:
+    """Root passes os.access everywhere; /proc takes no folder all the same (the store lock's mkdir crashed)."""
+    line = refusal(cli("lit_modules.train", *tiny_overrides(runs_dir, steps=2),
+                       env={"MLFLOW_TRACKING_URI": "sqlite:////proc/nope/x.db"}), runs_dir)
+    assert "sqlite:////proc/nope/x.db cannot be created: /proc takes no new folder" in line
+    from lit_modules import train
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////proc/nope/x.db")
+    monkeypatch.setattr(train, "build_data", lambda cfg: pytest.fail("data was built before the store was checked"))
+    with pytest.raises(ConfigError, match="cannot be created"):
+        run(compose_run_config(tiny_overrides(runs_dir, steps=2)))
+    assert not runs_dir.exists()
+
+
+@NO_PROC
+def test_the_store_lock_refuses_a_folder_it_cannot_make_in_one_sentence() -> None:
+    from lit_modules.tracking.store import store_lock
+
+    with pytest.raises(ConfigError, match="cannot be created or locked") as err:
+        with store_lock("sqlite:////proc/nope/x.db"):
+            pass
+    assert "\n" not in str(err.value)
+
+
+def test_the_store_check_leaves_no_probe_behind(tmp_path: Path) -> None:
+    from lit_modules.tracking.store_check import check_store
+
+    check_store(f"sqlite:///{tmp_path}/new/mlflow.db")
+    (tmp_path / "old.db").write_text("")
+    check_store(f"sqlite:///{tmp_path}/old.db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.db"]
+
+
+@NO_DRIVER
+def test_sweep_storage_without_its_driver_is_one_sentence_naming_setup_cluster(runs_dir: Path) -> None:
+    line = refusal(cli("sweeps.optuna_sweep", "sweep.n_trials=1", f"sweep.runs_dir={runs_dir}",
+                       "sweep.storage=postgresql+psycopg://researcher:s3cret@127.0.0.1:5432/optuna"), runs_dir)
+    assert "The sweep storage postgresql+psycopg://researcher:***@127.0.0.1:5432/optuna needs the Python " \
+           "driver 'psycopg'" in line and "make setup-cluster" in line and "s3cret" not in line
+
+
+@NO_DRIVER
+def test_a_postgresql_tracking_store_without_its_driver_is_one_sentence(runs_dir: Path) -> None:
+    line = refusal(cli("lit_modules.train", *tiny_overrides(runs_dir, steps=2),
+                       env={"MLFLOW_TRACKING_URI": "postgresql+psycopg://mlflow@127.0.0.1:5432/mlflow"}), runs_dir)
+    assert "needs the Python driver 'psycopg'" in line and "make setup-cluster" in line
+
+
+def test_sweep_storage_that_is_no_database_url_is_one_sentence(runs_dir: Path) -> None:
+    line = refusal(cli("sweeps.optuna_sweep", "sweep.n_trials=1", f"sweep.runs_dir={runs_dir}",
+                       "sweep.storage=http://127.0.0.1:9"), runs_dir)
+    assert "is not a database URL SQLAlchemy knows" in line
+
+
+@pytest.mark.parametrize("key", ["resume", "init_from"])
+def test_looking_up_an_unknown_run_id_creates_no_store(runs_dir: Path, key: str) -> None:
+    line = refusal(cli("lit_modules.train", f"{key}={'0123456789abcdef' * 2}", f"runs_dir={runs_dir}"), runs_dir)
+    assert "is neither a checkpoint file nor a known MLflow run id (the MLflow store does not exist yet" in line
 
 
 # --- items 8 and 9: an impossible budget, and what a refusal or a dry run leaves behind --------------
