@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from .task_names import LOCAL_ALIAS, is_local_task, local_task_problem, split_tasks
+from .task_names import LOCAL_ALIAS, is_local_task, local_task_problem, split_tasks, unknown_task_sentence
 
 BOS_TOKENS = ("eos", "bos")
 PRECISIONS = ("32-true", "bf16-mixed")
@@ -106,7 +106,9 @@ class EvalConfig:
         if check_hub and standard:
             from .hub import hub_unreachable_sentence
 
-            sentence = hub_unreachable_sentence(standard, corpus_name, self.hub_timeout_s)
+            # A name lm-eval does not know is no hub problem: said first, with the names it does know.
+            sentence = (unknown_task_sentence(standard, corpus_name)
+                        or hub_unreachable_sentence(standard, corpus_name, self.hub_timeout_s))
             if sentence:
                 found.append(sentence)
         return found

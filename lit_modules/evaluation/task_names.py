@@ -1,10 +1,15 @@
-"""Names of the local (offline) tasks and how a task list splits into local and standard (hub) tasks.
+"""Names of the local (offline) tasks, the standard (lm-eval, hub) ones, and how a task list splits into both.
 
-A local task is `local_<kind>_<corpus>`; `local` alone means all kinds for the run's own corpus.
+A local task is `local_<kind>_<corpus>`; `local` alone means all kinds for the run's own corpus. A standard
+task is any task, group or tag lm-eval's own index knows (read from its installed task files, offline).
 """
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
+import functools
+from pathlib import Path
 from typing import Optional
 
 LOCAL_ALIAS = "local"
@@ -56,3 +61,38 @@ def split_tasks(tasks: list[str], corpus_name: str) -> tuple[list[str], list[str
         elif name not in standard:
             standard.append(name)
     return local, standard
+
+
+@functools.cache
+def standard_task_names() -> frozenset[str]:
+    """Every task, group and tag name lm-eval knows (its index of installed task files; ~8 s once, no network)."""
+    from lm_eval.tasks import TaskManager
+
+    return frozenset(TaskManager().all_tasks)
+
+
+def paper_tasks() -> list[str]:
+    """The papers' zero-shot suite (conf/eval/zero_shot.yaml), the standard tasks a sentence names first."""
+    from omegaconf import OmegaConf
+
+    from lit_modules.config import files
+
+    return list(OmegaConf.load(files.CONF_DIR / "eval" / "zero_shot.yaml").tasks)
+
+
+def unknown_task_sentence(standard: list[str], corpus_name: Optional[str] = None) -> Optional[str]:
+    """One sentence naming the standard task names lm-eval does not know (lm-eval also loads a glob that
+    matches one, or a task file), the local tasks, the papers' suite and the closest known names; None when
+    every name is known."""
+    known = standard_task_names()
+    unknown = [t for t in standard if t not in known and not fnmatch.filter(known, t) and not Path(t).is_file()]
+    if not unknown:
+        return None
+    local = ", ".join(local_tasks_for(corpus_name)) if corpus_name else f"{LOCAL_PREFIX}<kind>_<corpus>"
+    close = [c for t in unknown for c in difflib.get_close_matches(t, sorted(known), n=3, cutoff=0.75)]
+    which = "which is" if len(unknown) == 1 else "which are"
+    return (
+        f"eval.tasks names {', '.join(map(repr, unknown))}, {which} neither a local task ({LOCAL_ALIAS}, {local}) "
+        f"nor one of lm-eval's {len(known):,} standard tasks (the papers' suite: {', '.join(paper_tasks())}"
+        + (f"; closest: {', '.join(dict.fromkeys(close))}" if close else "") + ")."
+    )

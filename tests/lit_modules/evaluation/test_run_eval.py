@@ -115,6 +115,17 @@ def test_missing_checkpoint_is_one_sentence(finished_run, capsys, tmp_path):
         client.set_tag(run_id, "checkpoint_dir", checkpoint_dir)
 
 
+def test_an_unknown_task_is_named_with_the_known_ones_before_the_hub(finished_run, capsys, monkeypatch):
+    """It was reported as a hub problem ("the standard tasks bogus_task cannot load their data")."""
+    runs_dir, run_id = finished_run
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    err = _one_sentence_exit([f"run={run_id}", f"runs_dir={runs_dir}", "tasks=bogus_task"], capsys)
+    assert "eval.tasks names 'bogus_task', which is neither a local task (local, local_cloze_shakespeare" in err
+    assert "standard tasks (the papers' suite: boolq, arc_easy" in err and "unreachable" not in err
+    err = _one_sentence_exit([f"run={run_id}", f"runs_dir={runs_dir}", "tasks=boolq,arc_eazy"], capsys)
+    assert "names 'arc_eazy', which" in err and "closest: arc_easy" in err and "'boolq'" not in err
+
+
 def test_standard_tasks_offline_are_one_sentence(finished_run, capsys, monkeypatch):
     runs_dir, run_id = finished_run
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
