@@ -12,9 +12,14 @@ variants are in `adapter.py`. Not implemented: adapters on the embedding, the LM
 experts' FFN (refused), adapter dropout.
 
 Decay, Muon and MoLS see the factors as families of their own (lora_qk, lora_vo, lora_attn_gate, lora_mlp):
-they are decayed like any 2-D weight under optim.wd_exclude, stay with AdamW under optim=muon (Muon's
-orthogonalized update is not defined for a rank-r factor pair in the sources), and are MoLS groups when
-techniques.mols.modules names them.
+they take no weight decay unless techniques.lora.decay=true (then optim.weight_decay, as any 2-D weight under
+optim.wd_exclude), stay with AdamW under optim=muon (Muon's orthogonalized update is not defined for a rank-r
+factor pair in the sources), and are MoLS groups when techniques.mols.modules names them.
+
+No decay by default, as the fine-tune recipes (conf/finetune/) already train: decay pulls the factors to 0,
+i.e. towards the base for LoRA's B A, and for PiSSA, whose factors hold the principal part of the pre-trained
+weight, it shrinks the model itself. No source fixes the choice for every variant: tagged
+fidelity.lora.decay=assumed.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from omegaconf import ListConfig
 from torch import nn
 from torch.nn.utils import parametrize
 
+from lit_modules.optim.param_groups import GroupSpec
 from lit_modules.techniques.base import Technique
 from lit_modules.techniques.context import TechniqueContext
 from lit_modules.techniques.lora.adapter import VARIANTS, attach, merge, scaling_of
@@ -35,6 +41,7 @@ from lit_modules.techniques.registry import register
 
 TARGET_PATHS = {**PC_TARGET_PATHS, "attn_gate": "attn.gate_proj"}  # q_proj ... down_proj, + the output gate
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+ADAPTER_FAMILY_PREFIX = "lora_"  # optim/param_groups.py: lora_qk, lora_vo, lora_attn_gate, lora_mlp
 
 
 def _targeted(model: nn.Module, targets: Sequence[str]) -> list[tuple[str, nn.Module]]:
@@ -53,6 +60,7 @@ class Lora(Technique):
         targets: Sequence[str] = DEFAULT_TARGETS,
         seed: int = 0,
         from_scratch: bool = False,
+        decay: bool = False,
     ):
         self.variant = variant
         self.rank = rank
@@ -60,6 +68,7 @@ class Lora(Technique):
         self.targets = list(targets) if isinstance(targets, (list, tuple, ListConfig)) else targets
         self.seed = int(seed)
         self.from_scratch = bool(from_scratch)
+        self.decay = decay  # checked in problems(): bool("no") would be True
 
     def problems(self, cfg: Any = None, context: TechniqueContext | None = None) -> list[str]:
         knob = "techniques.lora"
@@ -70,6 +79,8 @@ class Lora(Technique):
             p.append(f"{knob}.rank must be an integer >= 1, not {self.rank!r}.")
         if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not self.alpha > 0:
             p.append(f"{knob}.alpha must be a positive number, not {self.alpha!r}.")
+        if not isinstance(self.decay, bool):
+            p.append(f"{knob}.decay must be true or false, not {self.decay!r}.")
         if not isinstance(self.targets, list) or not self.targets:
             p.append(f"{knob}.targets must be a non-empty list drawn from {', '.join(TARGET_PATHS)}.")
         elif unknown := [t for t in self.targets if t not in TARGET_PATHS]:
@@ -123,6 +134,14 @@ class Lora(Technique):
             attach(linear, self.rank, float(self.alpha), self.variant, generator)
         return model
 
+    def edit_param_groups(self, groups: list[GroupSpec]) -> None:
+        """The adapter factors' groups take no weight decay unless techniques.lora.decay=true."""
+        if self.decay:
+            return
+        for group in groups:
+            if group.family.startswith(ADAPTER_FAMILY_PREFIX) and group.decayed:
+                group.decayed, group.name = False, f"{group.family}.no_decay"
+
     def prepare_for_inference(self, model: nn.Module) -> nn.Module:
         return merge(model)
 
@@ -133,4 +152,6 @@ class Lora(Technique):
             "lora.alpha": str(self.alpha),
             "lora.scaling": f"{scaling_of(self.variant, self.rank, float(self.alpha)):.6g}",
             "lora.targets": ",".join(self.targets),
+            "lora.decay": str(self.decay).lower(),
+            "fidelity.lora.decay": "assumed",
         }

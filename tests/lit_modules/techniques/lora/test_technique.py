@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from lit_modules.build import build_model
 from lit_modules.config.composition import compose_run_config
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validated
@@ -14,6 +15,7 @@ from lit_modules.finetune import finetune
 from lit_modules.config.finetune_recipe import load_recipe
 from lit_modules.runs.finished import finished_run
 from lit_modules.export.plain import export_plain, load_merged
+from lit_modules.optim.build import build_optimizer
 from lit_modules.techniques.lora.adapter import adapters
 from lit_modules.train import run
 from tests.helpers.runs import mlflow_client, tiny_overrides
@@ -38,6 +40,7 @@ def test_each_option_composes_its_variant(tmp_path, option, variant, alpha):
         ({"techniques.lora.targets": "[attn_gate]"}, "match no Linear"),
         ({"init_from": "null"}, "pass init_from=<run id or checkpoint>"),
         ({"model": "tiny_moe"}, "on a mixture of experts' FFN"),
+        ({"techniques.lora.decay": "maybe"}, "decay must be true or false, not 'maybe'"),
     ],
 )
 def test_bad_lora_settings_are_refused_in_one_sentence(tmp_path, extra, words):
@@ -45,6 +48,23 @@ def test_bad_lora_settings_are_refused_in_one_sentence(tmp_path, extra, words):
     with pytest.raises(ConfigError, match=words):
         validated(cfg)
     assert not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize("decay", [None, "true"])
+def test_adapter_factors_take_no_weight_decay_unless_asked(tmp_path, decay):
+    """make train keeps optim.weight_decay=0.1; the adapters (PiSSA's: the principal part of the weights) are
+    out of it by default, as the fine-tune recipes train, and under it with techniques.lora.decay=true."""
+    extra = {"lora": "pissa", "init_from": "a_run", **({"techniques.lora.decay": decay} if decay else {})}
+    checked = validated(compose_run_config(tiny_overrides(tmp_path, **extra)))
+    assert checked.config.optim.weight_decay == 0.1
+    model, _ = build_model(checked.config, checked.techniques)
+    optimizer = build_optimizer(model, checked.config.optim, [t.edit_param_groups for t in checked.techniques])
+    groups = [g for g in optimizer.param_groups if g["family"].startswith("lora_")]
+    assert sum(len(g["params"]) for g in groups) == 2 * len(adapters(model)) == 28
+    assert {g["weight_decay"] for g in groups} == ({0.1} if decay else {0.0})
+    assert all(g["name"].endswith(".no_decay") != bool(decay) for g in groups)
+    tags = checked.techniques[0].tags()
+    assert (tags["lora.decay"], tags["fidelity.lora.decay"]) == ("true" if decay else "false", "assumed")
 
 
 @pytest.fixture(scope="module")
