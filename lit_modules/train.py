@@ -39,13 +39,14 @@ from lit_modules.config.budget import Budget
 from lit_modules.config.composition import compose_multirun, compose_run_config
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.memory import estimate_memory
-from lit_modules.config.schema import register_schema
+from lit_modules.config.schema import OPTIM_ADDED_DEFAULTS, register_schema
 from lit_modules.config.validate import validated
 from lit_modules.data import DataError
 from lit_modules.distributed.ranks import launched_ranks
 from lit_modules.evaluation.errors import EvalError
 from lit_modules.model.config import ADDED_DEFAULTS as MODEL_ADDED_DEFAULTS
 from lit_modules.model.init import ADDED_DEFAULTS as INIT_ADDED_DEFAULTS
+from lit_modules.optim.build import optimizer_tags
 from lit_modules.resume import init_weights_from, resolve_resume
 from lit_modules.runs import tags as run_tags
 from lit_modules.runs.finished import CONFIG_SIDECAR
@@ -69,7 +70,7 @@ from lit_modules.tracking.uri_masking import mask_password, mask_tree
 # Run-management fields: they change how a run is driven, not what it computes.
 NOT_IDENTITY = ("dry_run", "resume", "logger", "runs_dir", "parent_run_id", "tags", "diagnostics", "eval")
 NOT_IDENTITY_TRAINER = ("stop_after_steps", "num_threads", "checkpoint_every_n_steps")
-ADDED_FIELD_DEFAULTS = {"model": MODEL_ADDED_DEFAULTS, "init": INIT_ADDED_DEFAULTS}
+ADDED_FIELD_DEFAULTS = {"model": MODEL_ADDED_DEFAULTS, "init": INIT_ADDED_DEFAULTS, "optim": OPTIM_ADDED_DEFAULTS}
 
 
 @dataclass
@@ -256,6 +257,7 @@ def _open_new_run(client, cfg, resolved, budget, config_hash, git, data, techniq
         **({run_tags.ABLATION_CLAIM: cfg.ablation.claim} if cfg.ablation.claim else {}),
         **dict(cfg.tags or {}),
         **OmegaConf.to_object(cfg.init).tags(cfg.model.tie_embeddings),
+        **optimizer_tags(cfg.optim),
     }
     for technique in techniques:
         tags.update(technique.tags())

@@ -30,6 +30,15 @@ class OptimConfig:
     muon_lr: float = 0.02
     muon_momentum: float = 0.95
     muon_adjust_lr: str = "match_rms_adamw"  # torch.optim.Muon adjust_lr_fn: original | match_rms_adamw
+    # LAMB only (conf/optim/lamb.yaml sets it): the trust ratio also on groups without weight decay (norms;
+    # embeddings under norms_biases_embeddings), as the paper's Algorithm 2 reads; false skips them, as
+    # NVIDIA apex (use_nvlamb=False) and TF-Addons (exclude_from_layer_adaptation) do. None: not LAMB.
+    lamb_trust_no_decay: Optional[bool] = None
+
+
+# OptimConfig fields added after runs were recorded, at the value that means "not used": left out of a run's
+# identity hash at that value (lit_modules/train.py identity_of), as model.config.ADDED_DEFAULTS.
+OPTIM_ADDED_DEFAULTS = {"lamb_trust_no_decay": None}
 
 
 @dataclass

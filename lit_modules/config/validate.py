@@ -38,6 +38,8 @@ def _basic_problems(cfg: DictConfig) -> list[str]:
         p.append("optim.betas must be two numbers in [0, 1).")
     if o.grad_clip < 0:
         p.append("optim.grad_clip must be >= 0 (0 disables clipping).")
+    if o.lamb_trust_no_decay is not None and o.name != "lamb":
+        p.append(f"optim.lamb_trust_no_decay applies to optim=lamb only, and this run's optimizer is {o.name}.")
     if s.name not in SCHEDULES:
         p.append(f"schedule.name must be one of {', '.join(SCHEDULES)}, not '{s.name}'.")
     if not 0 <= s.warmup_fraction < 1:

@@ -54,7 +54,7 @@ def build_optimizer(
         return torch.optim.NAdam(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps, decoupled_weight_decay=True)
     if optim_cfg.name == "lamb":
         return Lamb(_torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay), lr=optim_cfg.lr, betas=betas,
-                    eps=optim_cfg.eps)
+                    eps=optim_cfg.eps, trust_no_decay=bool(getattr(optim_cfg, "lamb_trust_no_decay", None)))
     if optim_cfg.name == "adam_mini":
         groups = _torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay)
         return AdamMini(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps, head_dim=_head_dim(model))
@@ -89,6 +89,14 @@ def build_optimizer(
         )
         return CompositeOptimizer([muon, adam] if muon is not None else [adam])
     raise ValueError(f"Unknown optimizer '{optim_cfg.name}'.")
+
+
+def optimizer_tags(optim_cfg) -> dict[str, str]:
+    """Run tags for the optimizer's choices no reference fixes (LAMB: where its trust ratio applies)."""
+    if optim_cfg.name != "lamb":
+        return {}
+    return {"optim.lamb_trust_no_decay": str(bool(getattr(optim_cfg, "lamb_trust_no_decay", None))).lower(),
+            "fidelity.optim.lamb_trust_no_decay": "assumed"}
 
 
 def _head_dim(model: nn.Module) -> int:

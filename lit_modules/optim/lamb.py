@@ -6,6 +6,11 @@ Per parameter tensor p (Algorithm 2 of the paper, with bias correction as in its
     p <- p - lr * (||p|| / ||r||) r          (trust ratio 1 where ||p|| or ||r|| is 0)
 The scaling function phi of the paper is the identity (no clipping of ||p||). Decay is inside r, so it is
 normalized with the update; `weight_decay` per group follows the project's decay policy.
+
+A group without decay (norm gains; the embedding under wd_exclude=norms_biases_embeddings; any group when
+weight_decay is 0) takes the plain Adam step, trust ratio 1, as NVIDIA apex (use_nvlamb=False) and TF-Addons
+(exclude_from_layer_adaptation defaults to the decay exclusions) do; `trust_no_decay=True`
+(optim.lamb_trust_no_decay) applies the ratio to every tensor, as Algorithm 2 reads.
 """
 
 from __future__ import annotations
@@ -16,8 +21,15 @@ import torch
 
 
 class Lamb(torch.optim.Optimizer):
-    def __init__(self, params: list[dict], lr: float, betas: tuple[float, float], eps: float = 1e-6):
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=0.0))
+    def __init__(self, params: list[dict], lr: float, betas: tuple[float, float], eps: float = 1e-6,
+                 trust_no_decay: bool = False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=0.0,
+                                      trust_no_decay=bool(trust_no_decay)))
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:  # a state saved before the knob existed
+            group.setdefault("trust_no_decay", self.defaults["trust_no_decay"])
 
     @torch.no_grad()
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:  # type: ignore[override]
@@ -43,7 +55,8 @@ class Lamb(torch.optim.Optimizer):
                 r = m_hat / (v_hat.sqrt() + group["eps"])
                 if group["weight_decay"] > 0.0:
                     r.add_(p, alpha=group["weight_decay"])
-                w_norm, r_norm = p.norm(), r.norm()
-                trust = torch.where((w_norm > 0) & (r_norm > 0), w_norm / r_norm, torch.ones_like(w_norm))
-                p.add_(r * trust, alpha=-group["lr"])
+                if group["weight_decay"] > 0.0 or group["trust_no_decay"]:
+                    w_norm, r_norm = p.norm(), r.norm()
+                    r.mul_(torch.where((w_norm > 0) & (r_norm > 0), w_norm / r_norm, torch.ones_like(w_norm)))
+                p.add_(r, alpha=-group["lr"])
         return loss
