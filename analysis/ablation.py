@@ -18,21 +18,21 @@ Only FINISHED runs enter the statistics (a FAILED or KILLED cell is listed, neve
 
 from __future__ import annotations
 
-import fnmatch
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from analysis.claims import LR_VARIANT_PREFIX, Check, Claim, is_lr_variant, join_arm, split_arm
+from analysis.claims import Claim, join_arm, split_arm
 from analysis.curves import Speedup, speedup_vs_baseline
 from analysis.load_runs import numeric
+from analysis.scale import Scale
 from analysis.seeds import seed_key
 from analysis.stats import PairedComparison, SeedNoise, compare_paired, seed_noise
-from lit_modules.technique_reports import curve_prefixes, final_metric_prefixes
-from analysis.verdict import Scale, best_of, family_p_values, judged
 from lit_modules.runs import metric_names, tags
+from lit_modules.technique_reports import curve_prefixes, final_metric_prefixes
 
 TRAIN_TAIL = 5  # logged train/loss values (one micro-batch each) averaged into a run's final train loss
 TRAIN_LOSS = "train/loss (last 5 logged)"
@@ -45,7 +45,6 @@ SECONDS_PER_TOKEN = "derived.seconds_per_token"
 LOWER_IS_BETTER_WORDS = ("loss", "perplexity", "ppl", "bits_per_byte", "bpb", "error", "brier", "ece")
 FINETUNE_PREFIX = "finetune:"
 CLAIM_TAG = tags.ABLATION_CLAIM
-TUNED_VARIANT = "tuned"
 
 # What a report reads of a run; the rest of MLflow's record (hundreds of config params, package versions)
 # stays in the store. Exact keys or prefixes (ending in "." or "/").
@@ -220,13 +219,37 @@ def arm_values(ab: Ablation, arm: str, metric: str) -> dict[str, float]:
     return {row["seed"]: run_value(ab, row, metric) for _, row in rows.iterrows()}
 
 
+def metric_pattern(pattern: str) -> re.Pattern:
+    """A metric pattern whose `*` matches within one path segment: `eval/*/acc` is every zero-shot task's
+    accuracy and never a probe's `eval/probe/layer_0/acc` (fnmatch's `*` would cross the `/`)."""
+    return re.compile("".join("[^/]*" if ch == "*" else re.escape(ch) for ch in pattern) + r"\Z")
+
+
+def _matching(row: pd.Series, metric: str) -> list[float]:
+    wanted = metric_pattern(metric)
+    return [float(v) for c, v in row.items()
+            if isinstance(c, str) and c.startswith("metrics.") and wanted.match(c[8:]) and pd.notna(v)]
+
+
 def _pattern_mean(row: pd.Series, metric: str) -> float:
     if "*" not in metric:
         value = row.get(f"metrics.{metric}")
         return float(value) if value is not None and pd.notna(value) else float("nan")
-    values = [float(v) for c, v in row.items()
-              if isinstance(c, str) and c.startswith("metrics.") and fnmatch.fnmatchcase(c[8:], metric) and pd.notna(v)]
+    values = _matching(row, metric)
     return float(np.mean(values)) if values else float("nan")
+
+
+def matched_metrics(ab: Ablation, arm: str, metric: str) -> int:
+    """How many metrics a pattern averages for an arm's first finished run (its fine-tunes' for `finetune:`)."""
+    if metric.startswith(FINETUNE_PREFIX):
+        frame, metric = ab.finetunes, metric[len(FINETUNE_PREFIX):]
+        ids = set(ab.run_ids(arm).values())
+        frame = frame[frame["tags.finetune.base_run_id"].isin(ids)] if "tags.finetune.base_run_id" in frame else frame.iloc[0:0]
+    else:
+        frame = ab.finished[ab.finished["arm"] == arm]
+    if frame.empty:
+        return 0
+    return len(_matching(frame.iloc[0], metric)) if "*" in metric else 1
 
 
 def _finetune_value(ab: Ablation, base_run_id: str, metric: str) -> float:
@@ -297,114 +320,8 @@ def effects_table(ab: Ablation, claim: Claim, metrics: list[str]) -> pd.DataFram
             c, noise = compare(ab, arm, reference, metric)
             if c.n == 0:
                 continue
-            rows.append(_comparison_row(arm, reference, metric, better_direction(metric), c, noise))
+            rows.append(comparison_row(arm, reference, metric, better_direction(metric), c, noise))
     return pd.DataFrame(rows)
-
-
-@dataclass
-class _Test:
-    """One (arm, check) comparison before its verdict: the p-values of all of them are adjusted together."""
-
-    check: Check
-    arm: str
-    reference: str
-    expect: str | None
-    comparison: PairedComparison
-    noise: SeedNoise
-    variant: str
-    selection: str = ""
-    same_grid: bool = True
-
-
-def verdicts_table(ab: Ablation, claim: Claim) -> pd.DataFrame:
-    """The claim's checks, one row per (check, arm), with raw and Holm-adjusted p, the scale and the verdict."""
-    tests: list[_Test] = []
-    for check in claim.checks:
-        if check.tuned:
-            tests += _tuned_tests(ab, claim, check)
-            continue
-        for arm in ab.arms:
-            applies, expect = claim.expectation(arm, check)
-            reference = reference_of(ab, claim, arm)
-            if not applies or arm == reference:
-                continue
-            c, noise = _check_comparison(ab, check, arm, reference)
-            tests.append(_Test(check, arm, reference, expect, c, noise, split_arm(arm)[1]))
-    adjusted, family_size = family_p_values([(t.expect, t.comparison) for t in tests],
-                                            [(t.arm, t.reference, t.check.metric, t.expect) for t in tests])
-    rows = []
-    for t, p_holm in zip(tests, adjusted):
-        check, c = t.check, t.comparison
-        # The reference sets the comparison's budget: an arm with extra parameters (a gate) trained the same
-        # tokens, so its own TPP is a little lower, but the comparison is at the reference's scale.
-        scale = scale_of(ab, [t.reference], claim.tpp_of_paper(t.arm))
-        effect = check.paper_effect(t.arm, c.mean_ref)
-        speedup = speedup_of(ab, t.arm, t.reference) if check.metric == "speedup" else None
-        v = judged(t.expect, check.better, c, t.noise, scale, effect, p_holm, family_size, speedup,
-                   t.same_grid if check.tuned else None)
-        row = _comparison_row(t.arm, t.reference, check.metric, check.better, c, t.noise)
-        row.update({
-            "variant": t.variant or "-", "expect": t.expect or "-", "paper": check.paper,
-            "p_holm": p_holm if p_holm is not None else float("nan"), "family_size": family_size,
-            "paper_effect": effect if effect is not None else float("nan"),
-            "params_non_embedding": scale.params_non_embedding, "params_total": scale.params_total,
-            "tokens": scale.tokens, "tpp": scale.tpp, "paper_tpp": scale.paper_tpp or float("nan"),
-            "matched": scale.matched, "selection": t.selection, "assumption": check.assumption,
-            "verdict": v.label, "reason": v.reason, "short": v.short,
-        })
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def _tuned_tests(ab: Ablation, claim: Claim, check: Check) -> list[_Test]:
-    """Rule 7: per arm family swept over LR variants, its best variant against the reference family's best
-    variant; both sides are picked by the same rule (best mean over seeds) over their LR grids."""
-    sweeps: dict[str, list[str]] = {}
-    for arm in ab.arms:
-        family, variant = split_arm(arm)
-        if is_lr_variant(variant):
-            sweeps.setdefault(family, []).append(arm)
-    tests = []
-    for family, arms in sweeps.items():
-        applies, expect = claim.expectation(arms[0], check)
-        ref_family = split_arm(claim.reference_arm(arms[0], ab.baseline))[0]
-        ref_arms = sweeps.get(ref_family, [])
-        if not applies or family == ref_family:
-            continue
-        if not ref_arms:  # only one side was swept: no fair comparison, and the row says so
-            missing = join_arm(ref_family, f"{LR_VARIANT_PREFIX}*")
-            tests.append(_Test(check, _best(ab, arms, check), missing, expect, compare_paired({}, {}), seed_noise([]),
-                               TUNED_VARIANT, f"`{ref_family}` has no LR variants to tune over", False))
-            continue
-        best, best_ref = _best(ab, arms, check), _best(ab, ref_arms, check)
-        grid, ref_grid = [split_arm(a)[1] for a in arms], [split_arm(a)[1] for a in ref_arms]
-        same = sorted(grid) == sorted(ref_grid)
-        c, noise = compare(ab, best, best_ref, check.metric)
-        selection = (f"`{best}` is the best of {', '.join(f'`{a}`' for a in arms)} and `{best_ref}` the best of "
-                     f"{', '.join(f'`{a}`' for a in ref_arms)}, both by the {check.better} mean `{check.metric}` "
-                     f"over their seeds ({'the same LR grid on both sides' if same else 'DIFFERENT LR grids'}; "
-                     "picked on the seeds they are tested on, on both sides alike)")
-        tests.append(_Test(check, best, best_ref, expect, c, noise, TUNED_VARIANT, selection, same))
-    return tests
-
-
-def _best(ab: Ablation, arms: list[str], check: Check) -> str:
-    """The arm with the best mean (finite seeds) of the check's metric (rule 7's pick, analysis.verdict)."""
-    means = []
-    for arm in arms:
-        values = [v for v in arm_values(ab, arm, check.metric).values() if math.isfinite(v)]
-        means.append(float(np.mean(values)) if values else math.nan)
-    return arms[best_of(means, check.better)]
-
-
-def _check_comparison(ab: Ablation, check: Check, arm: str, reference: str) -> tuple[PairedComparison, SeedNoise]:
-    if check.metric != "speedup":
-        return compare(ab, arm, reference, check.metric)
-    # Speedup: per seed log(reference tokens / arm tokens), tested against 0 (no speedup).
-    s = speedup_of(ab, arm, reference)
-    logs = {seed: math.log(b / a if math.isfinite(a) else b / budget)
-            for seed, b, a, budget in zip(s.seeds, s.base_tokens, s.arm_tokens, s.arm_budget) if b > 0}
-    return compare_paired(logs, {seed: 0.0 for seed in logs}), seed_noise([])
 
 
 def speedup_of(ab: Ablation, arm: str, reference: str) -> Speedup:
@@ -412,6 +329,8 @@ def speedup_of(ab: Ablation, arm: str, reference: str) -> Speedup:
 
 
 def speedups_table(ab: Ablation, claim: Claim) -> pd.DataFrame:
+    """Per arm: the reference's budget over the arm's tokens to the reference's final loss (the papers'
+    reading) and the first-crossing reading beside it, geometric means over seeds; not reached: said so."""
     rows = []
     for arm in ab.arms:
         reference = reference_of(ab, claim, arm)
@@ -420,12 +339,16 @@ def speedups_table(ab: Ablation, claim: Claim) -> pd.DataFrame:
         s = speedup_of(ab, arm, reference)
         if not s.n:
             continue
+        budget, first = s.log_budget_speedups, s.log_first_crossing
+        reached = not s.not_reached
         rows.append({
             "arm": arm, "reference": reference, "n": s.n, "seeds": ",".join(s.seeds),
-            "ref_tokens": s.mean_base_tokens, "arm_tokens": s.mean_arm_tokens,
-            "speedup": s.speedup if not s.not_reached else float("nan"),
-            "per_seed": ", ".join(f"{x:.2f}" for x in s.per_seed), "not_reached": s.not_reached,
-            "summary": s.describe(),
+            "ref_budget": float(np.mean(s.base_budget)), "ref_tokens": s.mean_base_tokens,
+            "arm_tokens": s.mean_arm_tokens,
+            "speedup": math.exp(float(np.mean(list(budget.values())))) if reached else float("nan"),
+            "speedup_first_crossing": math.exp(float(np.mean(list(first.values())))) if reached else float("nan"),
+            "per_seed": ", ".join(f"{math.exp(budget[x]):.2f}" if x in budget else "not reached" for x in s.seeds),
+            "not_reached": s.not_reached, "summary": s.describe(),
         })
     return pd.DataFrame(rows)
 
@@ -516,10 +439,13 @@ def seed_noise_table(ab: Ablation, claim: Claim, metrics: list[str]) -> pd.DataF
     return pd.DataFrame(rows)
 
 
-def _comparison_row(arm, reference, metric, better, c: PairedComparison, noise: SeedNoise) -> dict:
+def comparison_row(arm: str, reference: str, metric: str, better: str, c: PairedComparison,
+                   noise: SeedNoise) -> dict:
+    """The measured columns of a comparison: ci_* is the 95% paired t interval, boot_* the bootstrap (n >= 10)."""
     return {
         "arm": arm, "reference": reference, "metric": metric, "better": better, "n": c.n,
         "seeds": ",".join(c.seeds), "mean_ref": c.mean_ref, "mean_arm": c.mean_arm, "diff": c.mean_diff,
-        "rel_diff": c.relative_diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "p_t": c.p_t,
-        "p_sign_flip": c.p_sign_flip, "exact": c.exact, "seed_sd": noise.sd, "mdd": noise.mdd,
+        "rel_diff": c.relative_diff, "sd_diff": c.sd_diff, "ci_low": c.ci_low, "ci_high": c.ci_high,
+        "boot_low": c.boot_low, "boot_high": c.boot_high, "p_t": c.p_t, "p_sign_flip": c.p_sign_flip,
+        "exact": c.exact, "seed_sd": noise.sd, "mdd": noise.mdd,
     }

@@ -2,7 +2,7 @@
 figures and a CSV of every table, in one folder.
 
 It states the paper's claim (analysis/claims.py), the scale of every arm (parameters, tokens, tokens per
-parameter, seeds), what the runs measured (paired-seed differences with bootstrap CIs, t and sign-flip
+parameter, seeds), what the runs measured (paired-seed differences with Student-t intervals, t and sign-flip
 tests, the reference's seed sd and MDD, tokens to reach the reference's final loss, wall-time overhead), a
 verdict per arm and check under the explicit rule (analysis/verdict.py), the figures whose data exist (the
 core ones and those each technique declares in its report.yaml) and, when the grid's runs were
@@ -31,8 +31,10 @@ from analysis.ablation import (
     scale_table,
     seed_noise_table,
     speedups_table,
-    verdicts_table,
 )
+from analysis.families import Families, families_for
+from analysis.forest import FOREST_FILE, plot_forest
+from analysis.verdict_table import verdicts_table
 from analysis.claims import Claim, split_arm
 from analysis.load_runs import numeric
 from analysis.plasticity import plasticity_tables, table_lines
@@ -41,11 +43,13 @@ from analysis.results_data import safe_name as _safe
 from analysis.seeds import seed_key
 from analysis.sections import Section, first_value
 from lit_modules.technique_reports import figure_specs
-from analysis.verdict import MATCHED_TPP, RULE_TEXT, count, number
+from analysis.scale import MATCHED_TPP, count, number
+from analysis.verdict import PRIMARY, RULE_TEXT
 
 
 def render_ablation(ab: Ablation, claim: Claim, out: Path, provenance: dict | None = None) -> str:
-    verdicts = verdicts_table(ab, claim)
+    families = families_for(ab.name)
+    verdicts = verdicts_table(ab, claim, families)
     metrics = ["val/loss", "val/bits_per_byte", *eval_metrics(ab)]
     metrics = [m for m in metrics if f"metrics.{m}" in ab.finished]
     effects = effects_table(ab, claim, metrics)
@@ -64,13 +68,13 @@ def render_ablation(ab: Ablation, claim: Claim, out: Path, provenance: dict | No
         _header(ab, claim, scale, provenance),
         _claim_section(claim),
         _measured_section(ab, claim),
-        _verdict_section(verdicts),
+        _verdict_section(verdicts, families, provenance),
         _arm_summary_section(summary),
         _effects_section(effects, metrics),
         _noise_section(noise),
         _speedup_section(speed),
         _overhead_section(cost),
-        _figures_section(ab, effects, out),
+        _figures_section(ab, effects, verdicts, out),
         _plasticity_section(ab, out),
         _token_gap_section(ab, out),
         _sv_hist_section(ab, out),
@@ -153,31 +157,42 @@ def _status_counts(ab: Ablation) -> str:
     return f"Child runs: {text} (only FINISHED runs enter the statistics)."
 
 
-def _verdict_section(verdicts: pd.DataFrame) -> Section:
+def _verdict_section(verdicts: pd.DataFrame, families: Families, provenance: dict | None) -> Section:
     body = [f"**Rule.** {RULE_TEXT}", ""]
     if verdicts.empty:
         body.append("_No check applies to these arms._")
         return Section("Verdicts", body)
-    m = int(verdicts["family_size"].iloc[0])
-    body += [f"Family-wise error: the {m} tests with an expectation and at least the rule's seeds are "
-             "Holm-adjusted together (`p (Holm)`); context arms and too-few-seed rows are not tests.", ""]
+    primary = verdicts[verdicts["role"] == PRIMARY]
+    m = int(primary["family_size"].max()) if not primary.empty else 0
+    if not families.declared:
+        body += [f"No protocol declares this claim's families, so every test with an expectation is primary: "
+                 f"one Holm family of {m} tests.", ""]
+    else:
+        body += [f"Families declared in `{families.source}`: {m} primary test(s) Holm-adjusted together; the "
+                 "rest are secondary (raw p, 95% interval).", ""]
+        if not (provenance or {}).get("checks_sha256"):
+            body += ["_These families were declared after these data were exported (the provenance has no "
+                     "`checks_sha256`): the split into primary and secondary was made with the data seen._", ""]
     for _, v in verdicts.iterrows():
-        line = (f"- Verdict: `{v['arm']}` vs `{v['reference']}` on `{v['metric']}`: **{v['verdict']}** "
-                f"({v['reason']}).")
+        line = (f"- {v['role'].capitalize()}: `{v['arm']}` vs `{v['reference']}` on `{v['metric']}`: **{v['verdict']}**"
+                + (f", magnitude {v['magnitude']}" if v["magnitude"] not in ("-", "") else "") + f" ({v['reason']}).")
         if v["selection"]:
             line += f" Tuned: {v['selection']}."
+        if v["added_after_data"]:
+            line += f" _Added after the data were seen: {v['added_after_data']}._"
         body.append(line)
     body += ["", md.table(verdicts, [
-        ("arm", "arm"), ("reference", "reference"), ("variant", "variant"), ("metric", "check"),
-        ("expect", "paper expects"), ("n", "seeds"), ("diff", "mean diff"), ("ci_low", "CI low"),
-        ("ci_high", "CI high"), ("paper_effect", "paper effect"), ("p_t", "p (t)"), ("p_holm", "p (Holm)"),
-        ("p_sign_flip", "p (sign-flip)"), ("seed_sd", "seed sd"), ("tpp", "TPP"), ("matched", "matched"),
-        ("verdict", "verdict"),
-    ], {"diff": md.signed, "ci_low": md.signed, "ci_high": md.signed, "paper_effect": md.signed, "p_t": md.pvalue,
-        "p_holm": md.pvalue, "p_sign_flip": md.pvalue, "tpp": number})]
+        ("arm", "arm"), ("reference", "reference"), ("variant", "variant"), ("metric", "check"), ("role", "role"),
+        ("expect", "paper expects"), ("n", "seeds"), ("diff", "mean diff"), ("ci_low", "low"),
+        ("ci_high", "high"), ("ci_level", "level"), ("p_test", "p (raw)"), ("p_holm", "p (Holm)"),
+        ("family_size", "m"), ("paper_effect", "paper effect"), ("seed_sd", "seed sd"), ("mdd", "MDD"),
+        ("seeds_needed", "seeds for 80%"), ("verdict", "direction"), ("magnitude", "magnitude"),
+    ], {"diff": md.signed, "ci_low": md.signed, "ci_high": md.signed, "paper_effect": md.signed,
+        "p_test": md.pvalue, "p_holm": md.pvalue, "ci_level": lambda x: md.fmt(x, 4)})]
     if (verdicts["metric"] == "speedup").any():
-        body += ["", "For `speedup` the difference is the mean over seeds of ln(reference tokens / arm tokens): "
-                 "0 means no speedup, ln 2 = 0.693 means 2x; the paper effect is ln of its speedup."]
+        body += ["", "For `speedup` the difference is the mean over seeds of ln(reference budget / arm tokens to the "
+                 "reference's final val/loss): 0 means no speedup, ln 2 = 0.693 means 2x; the paper effect is ln "
+                 "of its speedup. The speedup table below has the first-crossing reading beside it."]
     return Section("Verdicts", body)
 
 
@@ -193,8 +208,8 @@ def _arm_summary_section(summary: pd.DataFrame) -> Section:
 
 
 def _effects_section(effects: pd.DataFrame, metrics: list[str]) -> Section:
-    body = ["Each arm minus its reference on the final value, paired by seed; CI = 95% paired bootstrap over "
-            "seeds; p (t) = paired t-test (raw: not adjusted, this table gives no verdicts); p (sign-flip) = "
+    body = ["Each arm minus its reference on the final value, paired by seed; CI = 95% paired Student-t interval "
+            "over seeds; p (t) = paired t-test (raw: not adjusted, this table gives no verdicts); p (sign-flip) = "
             "permutation test (exact when marked). Null results are listed like any other.", ""]
     if effects.empty:
         body.append("_No arm has paired finished seeds with its reference._")
@@ -210,11 +225,11 @@ def _effects_section(effects: pd.DataFrame, metrics: list[str]) -> Section:
 
 
 def _noise_section(noise: pd.DataFrame) -> Section:
-    body = ["Two different numbers, per reference arm: the *seed sd* is the seed-to-seed standard deviation of "
-            "its final values (rule 3's threshold); the *MDD* (minimum detectable difference) is the paired "
-            "mean difference these seeds would detect with 80% power at the 5% level, taking the spread of a "
-            "per-seed difference as sqrt(2) x seed sd (conservative: pairing usually removes more). The rule "
-            "does not use the MDD.", ""]
+    body = ["Two different numbers, per reference arm, measured on the reference alone: the *seed sd* is the "
+            "seed-to-seed standard deviation of its final values; the *MDD* here is the paired mean difference "
+            "these seeds would detect with 80% power at the 5% level, taking the spread of a per-seed difference "
+            "as sqrt(2) x seed sd (conservative: pairing usually removes more). The verdict table's MDD uses each "
+            "comparison's own paired spread at its own level.", ""]
     body.append(md.table(noise, [("metric", "metric"), ("reference", "reference"), ("n", "seeds"),
                                  ("mean", "mean"), ("seed_sd", "seed sd"), ("mdd", "MDD")]))
     return Section("Seed noise of the references: seed sd and MDD", body)
@@ -224,11 +239,14 @@ def _speedup_section(speed: pd.DataFrame) -> Section:
     if speed.empty:
         return Section("Token efficiency", [])
     body = ["Tokens each arm needs to reach its paired reference seed's final val/loss (linear interpolation "
-            "between evaluations; `never` = not reached within the budget), mean over seeds; speedup = "
-            "reference tokens / arm tokens.", ""]
+            "between evaluations; `never` = not reached within the budget), mean over seeds. Speedup (the "
+            "papers' reading) = the reference's budget / the arm's tokens; first crossing = the reference's own "
+            "first crossing of its final loss / the arm's (it follows noise where the reference's tail is flat); "
+            "both geometric means over seeds. An arm that did not reach the target on some seed has no speedup.", ""]
     body.append(md.table(speed, [
-        ("arm", "arm"), ("reference", "reference"), ("n", "seeds"), ("ref_tokens", "reference tokens"),
-        ("arm_tokens", "arm tokens"), ("speedup", "speedup"), ("per_seed", "per seed"), ("summary", "summary"),
+        ("arm", "arm"), ("reference", "reference"), ("n", "seeds"), ("ref_budget", "reference budget"),
+        ("ref_tokens", "reference first crossing"), ("arm_tokens", "arm tokens"), ("speedup", "speedup"),
+        ("speedup_first_crossing", "first-crossing speedup"), ("per_seed", "per seed"), ("summary", "summary"),
     ]))
     return Section("Token efficiency: tokens to reach the reference's final val/loss", body)
 
@@ -245,12 +263,14 @@ def _overhead_section(cost: pd.DataFrame) -> Section:
     return Section("Overhead: wall time per token", body)
 
 
-def _figures_section(ab: Ablation, effects: pd.DataFrame, out: Path) -> Section:
+def _figures_section(ab: Ablation, effects: pd.DataFrame, verdicts: pd.DataFrame, out: Path) -> Section:
     """The loss curves and the effects forest plot, then every declared figure whose data exist: the core
     ones (analysis.plots.CORE_FIGURES) and each technique's (its report.yaml), in folder order."""
     made: list[tuple[str, Path | None]] = [
+        ("Every tested check: mean difference with the interval its verdict used, the paper's effect marked.",
+         plot_forest(verdicts, out / FOREST_FILE, f"{ab.name}: verdicts")),
         ("Validation and training loss against tokens seen, per arm.", plots.plot_loss_curves(ab, out / "loss_vs_tokens.png")),
-        ("Final val/loss difference per arm with its 95% CI and the reference's seed sd.",
+        ("Final val/loss difference per arm with its 95% paired t interval and the reference's seed sd.",
          plots.plot_effects(effects, "val/loss", out / "effects_val_loss.png",
                             f"{ab.name}: final val/loss, arm - reference (paired by seed)")),
     ]

@@ -61,6 +61,8 @@ class Check:
     these arm families only, with these expectations (overriding the claim's per-arm ones).
     `measured_only`: the paper states this as context, not as a claim, so every arm gets NO_CLAIM.
     `tuned`: compare the best LR variant of each side (rule 7).
+    `chance`, `items_per_task`: a choice task's chance level and the items each task scores; a reference
+    whose mean is below chance + 2 binomial standard errors is at the floor: not testable at this scale.
     """
 
     metric: str
@@ -72,6 +74,8 @@ class Check:
     arms: dict[str, str | None] = field(default_factory=dict)
     measured_only: bool = False
     tuned: bool = False
+    chance: float | None = None
+    items_per_task: int = 0
 
     def paper_effect(self, arm: str, reference_mean: float) -> float | None:
         """The paper's effect for this arm in the comparison's units (log ratio for speedup), or None."""
@@ -147,12 +151,15 @@ def claim_from_data(preset: str, data: dict) -> Claim:
 
 
 def _check_from_data(data: dict) -> Check:
+    if data.get("chance") is not None and not int(data.get("items_per_task", 0)) > 0:
+        raise ValueError(f"Check {data.get('metric')}: a chance level needs items_per_task (the items each task scores).")
     return Check(
         metric=data["metric"], better=data["better"], paper=data["paper"],
         effects={k: _number(v) for k, v in (data.get("effects") or {}).items()},
         relative_effects={k: _number(v) for k, v in (data.get("relative_effects") or {}).items()},
         assumption=data.get("assumption", ""), arms=dict(data.get("arms") or {}),
         measured_only=bool(data.get("measured_only", False)), tuned=bool(data.get("tuned", False)),
+        chance=_number(data.get("chance")), items_per_task=int(data.get("items_per_task", 0)),
     )
 
 

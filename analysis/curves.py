@@ -1,7 +1,10 @@
 """Curves against tokens seen: mean and band over seeds, tokens to reach a target loss, speedup.
 
-"Tokens to reach the baseline's final loss" is how the PC-layer paper states its speedup: the first
-tokens_seen at which an arm's val/loss curve is at or below the baseline's final val/loss. Between
+A speedup is read two ways (shared/reference/statistics.md). The papers' reading, the headline: the
+reference's whole budget over the tokens the arm needs to reach the reference's final val/loss
+(`budget_speedup`). Next to it, the reference's own first crossing of its final loss over the arm's
+(`first_crossing`): where the reference's last evaluations are flat, that first crossing follows noise.
+"Tokens to reach" is the first tokens_seen at which a val/loss curve is at or below the target. Between
 two evaluations the curve is interpolated linearly, so the answer does not jump by a whole evaluation
 interval. If the first evaluation is already at or below the target, the answer is that evaluation's
 tokens (there is no earlier point to interpolate from: an upper bound). A curve that never reaches the
@@ -49,6 +52,8 @@ class Speedup:
     base_tokens: tuple[float, ...]  # the baseline seed reaching its own final loss
     arm_tokens: tuple[float, ...]  # +inf where the arm never reached it
     arm_budget: tuple[float, ...]  # the arm's last evaluated tokens (bounds a not-reached speedup)
+    base_budget: tuple[float, ...] = ()  # the reference's last evaluated tokens (its whole budget)
+    closest_gap: tuple[float, ...] = ()  # the arm's lowest val/loss minus the target (<= 0 where reached)
 
     @property
     def n(self) -> int:
@@ -75,6 +80,26 @@ class Speedup:
         return self.mean_base_tokens / self.mean_arm_tokens
 
     @property
+    def log_budget_speedups(self) -> dict[str, float]:
+        """seed -> ln(reference budget / arm tokens to the target), for the seeds that reached it."""
+        return {s: math.log(b / a) for s, b, a in zip(self.seeds, self.base_budget, self.arm_tokens)
+                if math.isfinite(a) and a > 0 and b > 0}
+
+    @property
+    def log_first_crossing(self) -> dict[str, float]:
+        """seed -> ln(reference's first crossing of its final loss / the arm's), for the seeds that reached it."""
+        return {s: math.log(b / a) for s, b, a in zip(self.seeds, self.base_tokens, self.arm_tokens)
+                if math.isfinite(a) and a > 0 and b > 0}
+
+    def not_reached_text(self) -> str:
+        """'' when every seed reached the target; else how many did not, and their closest approach."""
+        if not self.not_reached:
+            return ""
+        gaps = [g for g, a in zip(self.closest_gap, self.arm_tokens) if not math.isfinite(a)]
+        closest = f"; closest approach {min(gaps):+.4f} nats above the target" if gaps else ""
+        return f"on {self.not_reached} of {self.n} seeds{closest}"
+
+    @property
     def per_seed(self) -> tuple[float, ...]:
         return tuple(b / a for b, a in zip(self.base_tokens, self.arm_tokens))
 
@@ -88,16 +113,18 @@ class Speedup:
         if not self.n:
             return "no paired seeds with val/loss curves"
         if self.not_reached:
-            return (f"not reached by {self.not_reached} of {self.n} seeds within the budget: "
-                    f"speedup <= {self.upper_bound:.2f}x")
-        return f"{self.speedup:.2f}x ({self.mean_base_tokens:,.0f} / {self.mean_arm_tokens:,.0f} tokens)"
+            return f"did not reach the reference's final val/loss {self.not_reached_text()}"
+        budget = math.exp(float(np.mean(list(self.log_budget_speedups.values()))))
+        first = math.exp(float(np.mean(list(self.log_first_crossing.values()))))
+        return (f"{budget:.3g}x by the reference's budget, {first:.3g}x by first crossing (geometric means over "
+                f"{self.n} seeds)")
 
 
 def speedup_vs_baseline(
     curves: pd.DataFrame, arm_runs: dict[str, str], base_runs: dict[str, str], key: str = "val/loss"
 ) -> Speedup:
     """Paired by seed: `arm_runs` and `base_runs` map seed -> run id; `curves` is a curves frame."""
-    seeds, base_tokens, arm_tokens, budgets = [], [], [], []
+    seeds, base_tokens, arm_tokens, budgets, base_budgets, gaps = [], [], [], [], [], []
     for seed in sorted(set(arm_runs) & set(base_runs), key=seed_key):
         base = _curve(curves, base_runs[seed], key)
         arm = _curve(curves, arm_runs[seed], key)
@@ -108,7 +135,10 @@ def speedup_vs_baseline(
         base_tokens.append(tokens_to_target(base["tokens_seen"], base["value"], target))
         arm_tokens.append(tokens_to_target(arm["tokens_seen"], arm["value"], target))
         budgets.append(float(arm["tokens_seen"].iloc[-1]))
-    return Speedup(tuple(seeds), tuple(base_tokens), tuple(arm_tokens), tuple(budgets))
+        base_budgets.append(float(base["tokens_seen"].iloc[-1]))
+        gaps.append(float(arm["value"].min()) - target)
+    return Speedup(tuple(seeds), tuple(base_tokens), tuple(arm_tokens), tuple(budgets), tuple(base_budgets),
+                   tuple(gaps))
 
 
 def mean_band(curves: pd.DataFrame, key: str, run_groups: dict[str, list[str]]) -> pd.DataFrame:

@@ -1,17 +1,16 @@
-"""The evidence ledger: every exported results folder -> RESULTS.md, one row per claim check and variant.
+"""The evidence ledger: every exported results folder -> RESULTS.md, readable in a minute.
 
     python -m analysis.ledger [results=results] [out=RESULTS.md]
 
-Reads each `<results>/<paper>/data/` (analysis.results_data), re-derives its verdicts with the code the
-reports use (analysis.ablation.verdicts_table, the rule in analysis.claims), and writes one row per
-(check, headline arm, variant) of each paper's claim: the paper's statement and number, our scale
-(parameters, TPP, tokens, seeds), the measured effect with its 95% interval (absolute and relative to
-the reference), the tokens-to-target speedup with its interval for speedup checks, the wall-clock
-overhead measured per token, the verdict with its reason in a few words and a link to the paper's
-report; then one provenance line per paper. A folder's hand-written `findings.md` (what the numbers mean:
-does it help, by how much, at what cost, why) is put first, flagged when it was written against an older
-export than the one in the folder. The same inputs give a byte-identical file: nothing in it
-depends on the time it was written or the order the file system lists folders.
+Reads each `<results>/<paper>/data/` (analysis.results_data) and re-derives its verdicts with the code the
+reports use (analysis.verdict_table, the rule in analysis.verdict). It opens with one line per paper claim
+(each primary check's direction and magnitude at its scale) and each paper's forest plot of decision
+intervals (drawn by its report); then each folder's hand-written `findings.md` (flagged when written against
+an older export); then every row each report tests, primary first: n, mean difference with the interval
+the verdict used and its level, raw and Holm p with the family size, the paper's effect in our units, the
+reference's seed sd, the power columns, the verdict in parts and the scale; then one provenance line per
+paper. The same inputs give a byte-identical file: nothing in it depends on the time it was written or the
+order the file system lists folders.
 """
 
 from __future__ import annotations
@@ -25,9 +24,12 @@ import pandas as pd
 
 from analysis import markdown as md
 from analysis import provenance as prov
-from analysis.ablation import Ablation, overhead_table, verdicts_table
+from analysis.ablation import Ablation, overhead_table
+from analysis.families import Families, families_for
+from analysis.verdict_table import verdicts_table
 from analysis.claims import Claim, claim_for, split_arm
-from analysis.verdict import ALPHA, MATCHED_TPP, NO_CLAIM, count, number
+from analysis.scale import MATCHED_TPP, count, number
+from analysis.verdict import ALPHA, DID_NOT_REACH, NO_CLAIM, PRIMARY
 from analysis.sections import FINDINGS_FILE, REPORT_FILE
 from lit_modules.config.arguments import Arg, Verb, parse_words
 from lit_modules.config.errors import ConfigError
@@ -37,11 +39,12 @@ LEDGER_FILE = "RESULTS.md"
 # A findings file names the export it reads on its first line, so a re-run of the evidence cannot leave an
 # interpretation of numbers that are no longer in the folder unflagged.
 READS_PREFIX = "Reads the export of "
+FOREST_FILE = "forest.png"  # drawn by each report (analysis.forest), embedded here
 COLUMNS = [
-    ("paper", "paper"), ("check", "check (arm vs reference, variant)"), ("says", "the paper says"),
-    ("scale", "our scale"), ("effect", "effect [95% CI]"), ("relative", "relative to reference [95% CI]"),
-    ("speedup", "tokens-to-target speedup [95% CI]"), ("overhead", "wall-clock overhead"),
-    ("verdict", "verdict"), ("report", "report"),
+    ("paper", "paper"), ("check", "check (arm vs reference on metric, variant)"), ("role", "role"),
+    ("n", "seeds"), ("effect", "mean diff [interval, level]"), ("p", "p raw / Holm (m)"),
+    ("paper_effect", "paper's effect (ours)"), ("seed_sd", "seed sd"), ("power", "MDD / seeds for 80%"),
+    ("verdict", "verdict: direction; magnitude"), ("scale", "our scale"), ("report", "report"),
 ]
 
 
@@ -50,68 +53,118 @@ def result_folders(results: Path) -> list[Path]:
     return sorted(p for p in results.iterdir() if (p / DATA_DIR / PARENT_FILE).is_file()) if results.is_dir() else []
 
 
-def ledger_rows(folder: Path, ab: Ablation, claim: Claim, link_base: Path) -> list[dict]:
+def tested_rows(ab: Ablation, claim: Claim) -> pd.DataFrame:
+    """Every row the report tests (context arms left out), primary first, then check, arm and variant order."""
     verdicts = verdicts_table(ab, claim)
     if verdicts.empty:
-        return []
-    cost = overhead_table(ab, claim).set_index("arm")
-    rows = verdicts[(verdicts["verdict"] != NO_CLAIM) & verdicts["arm"].map(claim.is_headline)].copy()
+        return verdicts
+    rows = verdicts[verdicts["verdict"] != NO_CLAIM].copy()
     check_order = {c.metric + (" tuned" if c.tuned else ""): i for i, c in enumerate(claim.checks)}
-    families = list(claim.headline) or list(dict.fromkeys(split_arm(a)[0] for a in ab.arms))
+    families = list(claim.headline) + [f for f in dict.fromkeys(split_arm(a)[0] for a in ab.arms)
+                                       if f not in claim.headline]
     variants = ab.variants()
+    rows["_role"] = (rows["role"] != PRIMARY).astype(int)
     rows["_check"] = [check_order.get(m + (" tuned" if v == "tuned" else ""), len(check_order))
                       for m, v in zip(rows["metric"], rows["variant"])]
     rows["_family"] = [families.index(f) if (f := split_arm(a)[0]) in families else len(families) for a in rows["arm"]]
     rows["_variant"] = [variants.index(v) if (v := ("" if x == "-" else x)) in variants else len(variants)
                         for x in rows["variant"]]
-    rows = rows.sort_values(["_check", "_family", "_variant"], kind="stable")
+    return rows.sort_values(["_role", "_check", "_family", "_variant"], kind="stable")
+
+
+def ledger_rows(folder: Path, rows: pd.DataFrame, claim: Claim, link_base: Path) -> list[dict]:
     link = Path(os.path.relpath(folder / REPORT_FILE, link_base)).as_posix()
     out = []
     for _, r in rows.iterrows():
         variant = "" if r["variant"] == "-" else f", `{r['variant']}`"
-        paper_tpp = f" (paper: ~{number(r['paper_tpp'])} TPP)" if math.isfinite(r["paper_tpp"]) else " (paper's TPP unknown)"
+        late = f" _(added after the data were seen: {r['added_after_data']})_" if r["added_after_data"] else ""
         out.append({
             "paper": f"`{claim.preset}`",
-            "check": f"`{r['arm']}` vs `{r['reference']}` on `{r['metric']}`{variant}",
-            "says": r["paper"] + paper_tpp,
-            "scale": (f"{count(r['params_non_embedding'])} non-emb. ({count(r['params_total'])} total), "
-                      f"{count(r['tokens'])} tokens, {number(r['tpp'])} TPP, {int(r['n'])} seeds"
-                      f"{'' if r['matched'] else '; below matched scale'}"),
-            "effect": _effect(r),
-            "relative": _relative(r),
-            "speedup": _speedup(r),
-            "overhead": _overhead(cost, r["arm"]),
-            "verdict": f"**{r['verdict']}**: {r['short']}",
-            "report": f"[report]({link})",
+            "check": f"`{r['arm']}` vs `{r['reference']}` on `{r['metric']}`{variant}{late}",
+            "role": r["role"], "n": str(int(r["n"])), "effect": effect_text(r), "p": p_text(r),
+            "paper_effect": paper_effect_text(r), "seed_sd": _num(r["seed_sd"]), "power": power_text(r),
+            "verdict": verdict_text(r), "scale": scale_text(r), "report": f"[report]({link})",
         })
     return out
 
 
-def _effect(r: pd.Series) -> str:
-    if r["metric"] == "speedup" or not math.isfinite(r["diff"]):
+def _num(x: float) -> str:
+    return number(x) if isinstance(x, float) and math.isfinite(x) else "–"
+
+
+def effect_text(r: pd.Series) -> str:
+    """The mean difference with the interval the verdict used and its level (speedups as ratios)."""
+    if not math.isfinite(r["diff"]):
         return "–"
-    return f"{r['diff']:+.3g} [{r['ci_low']:+.3g}, {r['ci_high']:+.3g}]"
+    level = f"{100 * r['ci_level']:.3g}%" if math.isfinite(r["ci_level"]) else "?"
+    if r["metric"] == "speedup":
+        text = f"{math.exp(r['diff']):.3g}x"
+        if math.isfinite(r["ci_low"]):
+            text += f" [{math.exp(r['ci_low']):.3g}x, {math.exp(r['ci_high']):.3g}x; {level}]"
+        if math.isfinite(r.get("first_crossing", math.nan)):
+            text += f"; first crossing {math.exp(r['first_crossing']):.3g}x"
+        return text
+    if not math.isfinite(r["ci_low"]):
+        return f"{r['diff']:+.3g}"
+    margin = f"; margin ±{r['margin']:.3g}" if math.isfinite(r.get("margin", math.nan)) else ""
+    return f"{r['diff']:+.3g} [{r['ci_low']:+.3g}, {r['ci_high']:+.3g}; {level}{margin}]"
 
 
-def _relative(r: pd.Series) -> str:
-    ref = abs(r["mean_ref"]) if math.isfinite(r["mean_ref"]) else float("nan")
-    if r["metric"] == "speedup" or not (ref > 0 and math.isfinite(r["diff"])):
+def p_text(r: pd.Series) -> str:
+    raw = md.pvalue(r["p_test"])
+    if r["role"] == PRIMARY and math.isfinite(r["p_holm"]):
+        return f"{raw} / {md.pvalue(r['p_holm'])} ({int(r['family_size'])})"
+    return raw
+
+
+def paper_effect_text(r: pd.Series) -> str:
+    e = r["paper_effect"]
+    if not math.isfinite(e):
         return "–"
-    return f"{r['diff'] / ref:+.2%} [{r['ci_low'] / ref:+.2%}, {r['ci_high'] / ref:+.2%}]"
+    return f"{math.exp(e):.3g}x" if r["metric"] == "speedup" else f"{e:+.3g}"
 
 
-def _speedup(r: pd.Series) -> str:
-    if r["metric"] != "speedup" or not math.isfinite(r["diff"]):
+def power_text(r: pd.Series) -> str:
+    if not math.isfinite(r["mdd"]):
         return "–"
-    return f"{math.exp(r['diff']):.3g}x [{math.exp(r['ci_low']):.3g}x, {math.exp(r['ci_high']):.3g}x]"
+    mdd = f"{math.exp(r['mdd']):.3g}x" if r["metric"] == "speedup" else f"{r['mdd']:.3g}"
+    needed = r["seeds_needed"]
+    if not math.isfinite(needed):
+        return f"{mdd} / –" if math.isnan(needed) else f"{mdd} / >1000"
+    return f"{mdd} / {int(needed)}"
 
 
-def _overhead(cost: pd.DataFrame, arm: str) -> str:
-    if arm not in cost.index or not math.isfinite(cost.loc[arm, "ratio"]):
-        return "–"
-    c = cost.loc[arm]
-    return (f"{c['ratio']:.3g}x per token ({c['ratio_min']:.3g}-{c['ratio_max']:.3g} over {int(c['n'])} seeds; "
-            f"{c['us_per_token']:.3g} µs/token)")
+def verdict_text(r: pd.Series) -> str:
+    text = f"**{r['verdict']}**"
+    if r["magnitude"] not in ("-", "") and isinstance(r["magnitude"], str):
+        text += f"; {r['magnitude']}"
+    if math.isfinite(r.get("chance", math.nan)):
+        text += f" (chance {r['chance']:.3g}, floor {r['floor']:.3f}, reference {r['mean_ref']:.3f})"
+    if r["verdict"] == DID_NOT_REACH:
+        text += f" ({r['short']})"
+    return text
+
+
+def scale_text(r: pd.Series) -> str:
+    paper_tpp = f"; paper ~{number(r['paper_tpp'])} TPP" if math.isfinite(r["paper_tpp"]) else ""
+    return (f"{count(r['params_non_embedding'])} non-emb., {count(r['tokens'])} tokens, {number(r['tpp'])} TPP"
+            f"{paper_tpp}{'' if r['matched'] else '; below matched scale'}")
+
+
+def claim_line(claim: Claim, rows: pd.DataFrame, cost: pd.DataFrame, declared: bool) -> str:
+    """One line per paper: each primary check's direction and magnitude at its scale (headline rows when the
+    protocol declares none)."""
+    lead = rows[rows["role"] == PRIMARY] if declared else rows[rows["arm"].map(claim.is_headline)]
+    parts = []
+    for _, r in lead.iterrows():
+        where = "tiny" if r["variant"] == "-" else r["variant"]
+        overhead = ""
+        if r["arm"] in cost.index and math.isfinite(cost.loc[r["arm"], "ratio"]) and r["metric"] == "speedup":
+            overhead = f", {cost.loc[r['arm'], 'ratio']:.3g}x wall time per token"
+        parts.append(f"`{r['arm'].partition('@')[0]}` {r['metric']} ({where}, {count(r['params_non_embedding'])} "
+                     f"params, {number(r['tpp'])} TPP, {int(r['n'])} seeds): {verdict_text(r)}, "
+                     f"{effect_text(r)}{overhead}")
+    return f"- **{claim.preset}**: " + ("; ".join(parts) if parts else "_no primary check declared_") + "."
 
 
 def provenance_line(folder: Path, claim: Claim) -> str:
@@ -151,34 +204,56 @@ def export_stamp(record: dict) -> str:
 
 
 def render_ledger(results: Path, out: Path) -> str:
-    rows, provenance, findings = [], [], []
+    table, provenance, findings, glance, forests = [], [], [], [], []
     where = Path(os.path.relpath(results, out.parent)).as_posix()  # the file names no machine's paths
     for folder in result_folders(results):
         ab = read_results_data(folder)
         claim = claim_for(ab.claim_key)
-        rows += ledger_rows(folder, ab, claim, out.parent)
+        families = families_for(ab.name)
+        rows = tested_rows(ab, claim)
+        record = prov.read_provenance(folder) or {}
+        if not rows.empty:
+            cost = overhead_table(ab, claim).set_index("arm")
+            glance.append(claim_line(claim, rows, cost, families.declared) + declaration_flag(families, record))
+            table += ledger_rows(folder, rows, claim, out.parent)
+        if (folder / FOREST_FILE).is_file():
+            rel = Path(os.path.relpath(folder / FOREST_FILE, out.parent)).as_posix()
+            forests += [f"![{claim.preset}: decision intervals per check and rung]({rel})", ""]
         provenance.append(provenance_line(folder, claim))
         findings += findings_section(folder, claim)
     lines = [
         "# Results ledger", "",
-        f"One row per claim check of each paper's headline arm(s) and model variant, re-derived by "
-        f"`python -m analysis.ledger` from the exported measurements in `{where}/<paper>/{DATA_DIR}/` with "
-        "the code the reports use (the rule: `analysis/verdict.py`). Our scale: non-embedding (and total) "
-        f"parameters, training tokens, TPP = tokens per non-embedding parameter, paired seeds; *matched scale* "
-        f"= at least {MATCHED_TPP:g} TPP, or the paper's own TPP where that is lower. Effects are arm − reference "
-        "in the check's units, paired by seed, with 95% paired-bootstrap intervals; relative = divided by the "
-        f"reference's mean. *Significant* uses Holm-adjusted p < {ALPHA} across each report's tests. Speedup = "
-        "reference tokens / arm tokens to reach the reference's final val/loss (geometric mean over seeds). "
-        "Overhead = wall time per training token, arm / reference (geometric mean over seeds).", "",
+        f"Every row each paper's report tests, re-derived by `python -m analysis.ledger` from the exported "
+        f"measurements in `{where}/<paper>/{DATA_DIR}/` with the code the reports use (the rule: "
+        "`analysis/verdict.py`). Differences are arm − reference, paired by seed; the interval is the paired "
+        "Student-t interval the verdict was decided on, at the level printed (95% for secondary checks; "
+        f"1 − {ALPHA}/k for a primary check Holm judged at {ALPHA}/k, so Holm p < {ALPHA} exactly when it excludes "
+        "0; 1 − 2·alpha/k for an equivalence test against its margin). MDD = the difference these seeds detect "
+        "with 80% power at the row's level; seeds for 80% = what that power needs against the paper's effect. "
+        "Speedup = the reference's budget / the arm's tokens to the reference's final val/loss (first crossing "
+        f"beside it). Our scale: non-embedding parameters, tokens, TPP; *matched scale* = at least {MATCHED_TPP:g} "
+        "TPP or the paper's own.", "",
+        "## The claims at a glance", "", *(glance or ["_No exported results folder has a claim check._"]), "",
+        *forests,
         *(["## What the evidence says", "",
            f"Our reading of each paper's rows below (`results/<paper>/{FINDINGS_FILE}`, written by hand; "
            "the numbers are re-derived).", "", *findings] if findings else []),
         "## Verdicts", "",
-        md.table(pd.DataFrame(rows), COLUMNS) if rows else "_No exported results folder has a claim check._", "",
+        md.table(pd.DataFrame(table), COLUMNS) if table else "_No exported results folder has a claim check._", "",
         "## Provenance", "",
         *(provenance or ["_No exported results folder._"]), "",
     ]
     return "\n".join(lines)
+
+
+def declaration_flag(families: Families, record: dict) -> str:
+    """Whether the checks were declared before these data: the export's provenance holds their hash."""
+    if not families.declared:
+        return " _(no protocol declares this claim's families: all its tests are one Holm family)_"
+    if not record.get("checks_sha256"):
+        return (" _(families declared after these data were exported: their provenance has no checks_sha256,"
+                " so the split into primary and secondary was made with the data seen)_")
+    return ""
 
 
 def write_ledger(results: str | Path = "results", out: str | Path = LEDGER_FILE) -> Path:

@@ -252,7 +252,7 @@ def _paired_sentence(rows: pd.DataFrame, lam_base: float, lam_down: float, col: 
         c = compare_paired(by_seed(lam_down, quantity), by_seed(lam_base, quantity))
         if c.n < 2:
             return f"Paired by seed: only {c.n} seed(s) in both cells, no paired test."
-        parts.append(f"{quantity} {c.mean_diff:+.4f} (95% bootstrap CI [{c.ci_low:+.4f}, {c.ci_high:+.4f}], "
+        parts.append(f"{quantity} {c.mean_diff:+.4f} (95% paired t interval [{c.ci_low:+.4f}, {c.ci_high:+.4f}], "
                      f"paired t p = {c.p_t:.3g})")
         significant.append(c.p_t < 0.05 and c.ci_excludes_zero())
     verdict = ("both differences are significant (p < 0.05, CI excluding 0): decoupling at this scale"

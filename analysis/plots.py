@@ -185,7 +185,7 @@ def _finals(ab: Ablation, key: str, arm: str) -> list[float]:
 
 
 def plot_effects(table: pd.DataFrame, metric: str, path: Path, title: str) -> Path | None:
-    """Forest plot: per arm the paired mean difference with its 95% bootstrap CI (from MIN_SEEDS seeds on)
+    """Forest plot: per arm the paired mean difference with its 95% paired t interval (from MIN_SEEDS seeds on)
     and the largest reference seed sd as a grey band."""
     rows = table[table["metric"] == metric] if not table.empty else table
     if rows.empty:
@@ -207,7 +207,7 @@ def draw_effects(ax, rows: pd.DataFrame, metric: str, title: str) -> None:
         ax.plot(diff[~enough], y[~enough], "o", color="C0", markerfacecolor="none")
     too_few_seeds(ax, [str(a) for a in rows["arm"][~enough]])
     sd = rows["seed_sd"].to_numpy(dtype=float)
-    legend = "dot = mean difference, bar = 95% paired-bootstrap CI"
+    legend = "dot = mean difference, bar = 95% paired t interval"
     if np.isfinite(sd).any():
         spread = float(np.nanmax(sd))
         ax.axvspan(-spread, spread, color="gray", alpha=0.2)

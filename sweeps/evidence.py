@@ -62,6 +62,7 @@ class EvidenceSpec:
     blocks: tuple[Block, ...]
     finetune: str | None = None
     finetune_eval: tuple[str, ...] = ()  # zero-shot tasks for every fine-tuned model (empty: none)
+    checks: dict | None = None  # the declared families (analysis.families), hashed into the provenance
 
     def cells(self) -> int:
         return sum(len(b.arms) * len(b.seeds) for b in self.blocks)
@@ -69,7 +70,7 @@ class EvidenceSpec:
     def in_stages(self, stages: list[str]) -> EvidenceSpec:
         """The same protocol with only the blocks of these stages, in stage order."""
         blocks = [b for stage in STAGES if stage in stages for b in self.blocks if b.stage == stage]
-        return EvidenceSpec(self.paper, self.preset, tuple(blocks), self.finetune, self.finetune_eval)
+        return EvidenceSpec(self.paper, self.preset, tuple(blocks), self.finetune, self.finetune_eval, self.checks)
 
 
 @dataclass
@@ -93,10 +94,10 @@ def load_spec(paper: str) -> EvidenceSpec:
     if not path.is_file():
         raise ConfigError(f"There is no evidence protocol '{paper}' in conf/evidence/ (known: {', '.join(known_papers())}).")
     raw = OmegaConf.to_container(OmegaConf.load(path))
-    unknown = set(raw) - {"preset", "blocks", "finetune", "finetune_eval"}
+    unknown = set(raw) - {"preset", "blocks", "finetune", "finetune_eval", "checks"}
     if unknown:
         raise ConfigError(f"conf/evidence/{paper}.yaml has unknown key(s) {', '.join(sorted(unknown))} "
-                          "(allowed: preset, blocks, finetune, finetune_eval).")
+                          "(allowed: preset, blocks, finetune, finetune_eval, checks).")
     tasks = raw.get("finetune_eval") or []
     if tasks and (not raw.get("finetune") or not isinstance(tasks, list)):
         raise ConfigError(f"conf/evidence/{paper}.yaml: finetune_eval is a list of tasks for the fine-tuned "
@@ -113,7 +114,8 @@ def load_spec(paper: str) -> EvidenceSpec:
         blocks.append(Block(tuple(str(a) for a in block["arms"]), tuple(int(s) for s in block["seeds"]), stage))
     if not blocks or not raw.get("preset"):
         raise ConfigError(f"conf/evidence/{paper}.yaml must name a 'preset' and at least one block.")
-    return EvidenceSpec(paper, str(raw["preset"]), tuple(blocks), raw.get("finetune"), tuple(str(t) for t in tasks))
+    return EvidenceSpec(paper, str(raw["preset"]), tuple(blocks), raw.get("finetune"), tuple(str(t) for t in tasks),
+                        raw.get("checks"))
 
 
 VERB = Verb(
@@ -161,6 +163,7 @@ def check_all(specs: list[EvidenceSpec], args: EvidenceArgs) -> None:
             grid = ablate_args(block_argv(spec, block, args))
             read_grid(grid)
             validate_cells(grid)
+        declared_checks(spec)  # the families name the claim's metrics and the protocol's arms
         if spec.finetune:
             recipe = load_recipe(spec.finetune, args.recipe_overrides)
             if spec.finetune_eval:
@@ -169,6 +172,18 @@ def check_all(specs: list[EvidenceSpec], args: EvidenceArgs) -> None:
                 problems = eval_config_for(None, {"tasks": list(spec.finetune_eval)}).problems(recipe.data)
                 if problems:
                     raise ConfigError(f"conf/evidence/{spec.paper}.yaml finetune_eval: {problems[0]}")
+
+
+def declared_checks(spec: EvidenceSpec) -> dict:
+    """The protocol's declared families, checked against its claim and arms: the provenance's record of
+    what was declared when the cells ran (analysis.families)."""
+    from analysis.claims import claim_for
+    from analysis.families import checks_sha256, declared_keys, parse_families, validate_against
+
+    families = parse_families(spec.checks, f"conf/evidence/{spec.paper}.yaml")
+    claim = claim_for(spec.paper)
+    validate_against(families, claim, list(dict.fromkeys(a for b in spec.blocks for a in b.arms)))
+    return {"checks_sha256": checks_sha256(families, claim), "checks_primary": declared_keys(families)}
 
 
 def _finetune_one(base_run_id: str, recipe, runs_dir: str) -> str:
@@ -310,6 +325,7 @@ class WallClock:
 def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     from sweeps.ablate import main as ablate
 
+    declared = declared_checks(spec)  # hashed before any cell runs
     clock = WallClock(args.runs_dir, spec.paper)
     started = time.time()
     before = finished_work(spec, args.runs_dir, args.recipe_overrides)
@@ -348,7 +364,8 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     if provenance is None or finished_work(spec, args.runs_dir, args.recipe_overrides) != before:
         # New measurements: the record's wall time is every call's that ran cells of this grid. A call that
         # only re-exports keeps the record of the calls that ran the cells.
-        provenance = provenance_record(command, clock.total(), args.workers or default_workers(), threads_per_worker=1)
+        provenance = {**provenance_record(command, clock.total(), args.workers or default_workers(), threads_per_worker=1),
+                      **declared}
     out = export_results(store.resolve(spec.preset).info.run_id, folder,
                          runs_dir=args.runs_dir, store=store, provenance=provenance)
     print(f"[{spec.paper}] report: {out} ({wall / 60:.1f} min)", flush=True)

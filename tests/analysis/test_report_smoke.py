@@ -10,7 +10,7 @@ import matplotlib.image
 import pytest
 from mlflow.tracking import MlflowClient
 
-from analysis.verdict import INCONCLUSIVE
+from analysis.verdict import TOO_FEW_SEEDS
 from lit_modules.tracking.store import tracking_uri
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -32,9 +32,9 @@ def test_smoke_ablation_ends_with_a_report(tmp_path, monkeypatch):
         path = report.parent / name
         assert path.read_bytes()[:8] == PNG_SIGNATURE, name
         assert matplotlib.image.imread(path).ndim == 3, name
-    verdicts = [line for line in text.splitlines() if line.startswith("- Verdict:")]
+    verdicts = [line for line in text.splitlines() if line.startswith(("- Primary:", "- Secondary:"))]
     # Two seeds per arm: the rule refuses to conclude, and says why.
-    assert verdicts == [line for line in verdicts if f"**{INCONCLUSIVE}**" in line and "2 paired seed" in line]
+    assert verdicts == [line for line in verdicts if f"**{TOO_FEW_SEEDS}**" in line and "2 paired seed" in line]
     assert any("`no_decay` vs `baseline` on `val/loss`" in line for line in verdicts)
     assert "4 FINISHED" in text
 

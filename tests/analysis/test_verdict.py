@@ -8,17 +8,27 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
-from analysis.ablation import verdicts_table
-from analysis.claims import CLAIMS, Check, Claim, claim_for
-from analysis.verdict import INCONCLUSIVE, MATCHED_TPP, NOT_REPRODUCED, REPRODUCED, Scale, verdict
-from analysis.stats import SeedNoise, compare_paired, holm_adjust
-from tests.helpers.handmade_ablation import handmade
+from analysis.claims import CLAIMS, claim_for
+from analysis.scale import MATCHED_TPP, Scale
+from analysis.stats import compare_paired, holm_adjust
+from analysis.verdict import (
+    MAG_CONSISTENT, MAG_SMALLER, MAG_UNKNOWN, NO_DETECTABLE, NOT_COMPARABLE, NOT_MEASURED, PRIMARY, REPRODUCED,
+    Decision, judge,
+)
+from analysis.verdict_table import verdicts_table
+from tests.helpers.handmade_ablation import handmade, three_weak_arms, toy_claim
 
 SEEDS = ("0", "1", "2")
 
 
 def comparison(diffs, ref=3.0):
     return compare_paired({s: ref + d for s, d in zip(SEEDS, diffs)}, {s: ref for s in SEEDS})
+
+
+def decided(diffs, divisor=1.0):
+    """A primary row of a family of `divisor` tests that Holm judged at alpha / divisor."""
+    c = comparison(diffs)
+    return Decision(PRIMARY, c.n, c.mean_diff, c.sd_diff, c.p_t, min(1.0, c.p_t * divisor), int(divisor), divisor)
 
 
 def scale(tpp, paper_tpp):
@@ -35,47 +45,39 @@ def test_matched_scale_is_20_tpp_or_the_papers_own_when_shorter():
     assert math.isnan(Scale(1.0, float("nan"), 1e6).tpp) and not Scale(1.0, float("nan"), 1e6).matched
 
 
-def test_not_reproduced_needs_matched_tpp_and_an_interval_excluding_the_papers_effect():
-    null = comparison([-0.03, 0.04, 0.02])  # t-interval about [-0.08, +0.10]
-    noise = SeedNoise(3, 0.01, 0.05)
-    v = verdict("better", "lower", null, noise, scale(20, 281), paper_effect=-0.5)
-    assert v.label == NOT_REPRODUCED and "excludes the paper's effect" in v.reason
+def test_a_null_result_states_its_scale_and_whether_it_rules_out_the_papers_effect():
+    null = decided([-0.03, 0.04, 0.02])  # t-interval about [-0.08, +0.10]
+    v = judge("better", "lower", null, scale(20, 281), paper_effect=-0.5)
+    assert v.label == NO_DETECTABLE and v.magnitude == MAG_SMALLER  # the interval lies short of -0.5
     assert "20 TPP" in v.reason and "the paper's ~281 TPP" in v.reason and "matched scale" in v.reason
     assert "100k non-embedding params (130k total)" in v.reason and "3 paired seeds" in v.reason
-    short = verdict("better", "lower", null, noise, scale(5, 281), paper_effect=-0.5)
-    assert short.label == INCONCLUSIVE and "below matched scale (needs >= 20 TPP)" in short.reason
-    assert short.short == "not significant; below matched scale"
-    no_number = verdict("better", "lower", null, noise, scale(20, 281))
-    assert no_number.label == INCONCLUSIVE and "no effect size" in no_number.reason
-    unknown = verdict("better", "lower", null, noise, None, paper_effect=-0.5)
-    assert unknown.label == INCONCLUSIVE and "scale: unknown" in unknown.reason
+    short = judge("better", "lower", null, scale(5, 281), paper_effect=-0.5)
+    assert short.label == NO_DETECTABLE and "below matched scale (needs >= 20 TPP)" in short.reason
+    no_number = judge("better", "lower", null, scale(20, 281))
+    assert no_number.magnitude == MAG_UNKNOWN and "gives no number" in no_number.reason
+    assert "scale: unknown" in judge("better", "lower", null, None, paper_effect=-0.5).reason
 
 
 def test_the_family_adjusted_interval_can_keep_a_paper_effect_in():
     c = comparison([-0.03, 0.04, 0.02])
-    effect = c.t_high + 0.05  # outside the 95% interval, inside the Bonferroni interval of 20 tests
+    effect = c.t_high + 0.05  # outside the 95% interval, inside the interval of a Holm divisor of 20
     assert effect < c.t_interval(1 - 0.05 / 20)[1]
-    noise = SeedNoise(3, 0.01, 0.05)
-    assert verdict("worse", "lower", c, noise, scale(20, 20), effect).label == NOT_REPRODUCED
-    wide = verdict("worse", "lower", c, noise, scale(20, 20), effect, p_adjusted=1.0, family_size=20)
-    assert wide.label == INCONCLUSIVE and "contains the paper's effect" in wide.reason
-
-
-def _three_weak_arms_claim():
-    return Claim(preset="toy", paper="toy", statement="-", paper_scale="-", paper_tokens=None,
-                 checks=(Check("val/loss", "lower", "-"),), default_expect="better", paper_tpp=20.0)
+    assert judge("worse", "lower", decided([-0.03, 0.04, 0.02]), scale(20, 20), effect).magnitude == MAG_SMALLER
+    wide = judge("worse", "lower", decided([-0.03, 0.04, 0.02], divisor=20), scale(20, 20), effect)
+    assert wide.label == NO_DETECTABLE and wide.magnitude == MAG_CONSISTENT and "alpha/20" in wide.reason
 
 
 def test_holm_across_arms_turns_three_raw_p_of_0_03_into_0_09():
-    base = [3.0, 3.01, 3.02]
-    weak = [b + d for b, d in zip(base, (-0.1 + 0.0309, -0.1, -0.1 - 0.0309))]  # raw p_t about 0.03
-    ab = handmade({"baseline": base, "a": weak, "b": weak, "c": weak})
-    table = verdicts_table(ab, _three_weak_arms_claim()).set_index("arm")
+    values = three_weak_arms()  # raw p_t about 0.03 each
+    ab = handmade(values)
+    table = verdicts_table(ab, toy_claim()).set_index("arm")
     assert (table["family_size"] == 3).all()
     assert table["p_t"].between(0.02, 0.04).all()
     assert table["p_holm"].to_numpy() == pytest.approx(3 * table["p_t"].to_numpy())
-    assert (table["verdict"] == INCONCLUSIVE).all()  # the CI excludes zero, but the adjusted p does not pass
-    alone = verdicts_table(handmade({"baseline": base, "a": weak}), _three_weak_arms_claim())
+    # The 95% interval excludes zero, but the adjusted p does not pass, and the printed interval (at
+    # 1 - 0.05/3) contains zero: one statement, no detectable effect.
+    assert (table["ci_high"] > 0).all() and (table["verdict"] == NO_DETECTABLE).all()
+    alone = verdicts_table(handmade({"baseline": values["baseline"], "a": values["a"]}), toy_claim())
     assert alone["verdict"].tolist() == [REPRODUCED] and alone["p_holm"].tolist() == alone["p_t"].tolist()
 
 
@@ -140,12 +142,12 @@ def test_a_tuned_check_over_different_grids_is_not_called():
     tuned = verdicts_table(_mols(values), claim_for("mols"))
     row = tuned[tuned["variant"] == "tuned"].iloc[0]
     assert "DIFFERENT LR grids" in row["selection"]
-    assert row["verdict"] == INCONCLUSIVE and row["short"] == "LR grids differ"
+    assert row["verdict"] == NOT_COMPARABLE and row["short"] == "LR grids differ"
     lonely = verdicts_table(_mols({"baseline": [3.0, 3.01, 3.02], "snr@lr1e-3": [2.9, 2.91, 2.92]}),
                             claim_for("mols"))
     row = lonely[lonely["variant"] == "tuned"].iloc[0]
     assert row["reference"] == "baseline@lr*" and "no LR variants" in row["selection"]
-    assert row["verdict"] == INCONCLUSIVE and row["short"] == "not measured"
+    assert row["verdict"] == NOT_MEASURED and row["short"] == "not measured"
 
 
 def test_claim_comes_from_the_tag_else_the_name():

@@ -44,3 +44,18 @@ def handmade(values: dict[str, list[float]], name: str = "handmade", claim: str 
     finetunes = typed_runs(pd.DataFrame(columns=["run_id", "run_name", "status", "start_time", "end_time"]))
     return assemble(parent, runs, typed_curves(pd.concat(curves, ignore_index=True)), finetunes,
                     empty_token_gaps(), [])
+
+
+def toy_claim():
+    """A claim with one check, val/loss lower is better, every arm expected better, at 20 TPP."""
+    from analysis.claims import Check, Claim
+
+    return Claim(preset="toy", paper="toy", statement="-", paper_scale="-", paper_tokens=None,
+                 checks=(Check("val/loss", "lower", "-"),), default_expect="better", paper_tpp=20.0)
+
+
+def three_weak_arms() -> dict[str, list[float]]:
+    """Values of three arms 0.1 below the baseline, their seed spread giving each a raw paired-t p of ~0.03."""
+    base = [3.0, 3.01, 3.02]
+    weak = [b + d for b, d in zip(base, (-0.1 + 0.0309, -0.1, -0.1 - 0.0309))]
+    return {"baseline": base, "a": weak, "b": weak, "c": weak}

@@ -1,0 +1,143 @@
+"""Which checks of a protocol are primary (the paper's claims, Holm-adjusted together) and which secondary.
+
+Declared before the cells run, in the protocol file `conf/evidence/<paper>.yaml` (statistics.md:
+families are chosen before the data are seen):
+
+    checks:
+      primary:                        # the paper's claims: one Holm family
+        - {arm: adamw_pc4, metric: speedup}
+        - {arm: snr, metric: val/loss, tuned: true}     # the tuned comparison of an LR-swept family
+      margins: {val/loss: 0.01}       # TOST margin of a "none" expectation, in the metric's units
+      added_after_data:               # checks declared after their data were first seen: flagged
+        - {arm: "*", metric: "finetune:eval/*/acc", note: "added at 05b9fcb after ..."}   # every arm
+
+`arm` is the arm as the grid names it, variant included (`adamw_pc4@x4` is the 4x rung's test). Every other
+test the claim makes is secondary: raw p, a 95% interval, words no stronger than "consistent with".
+An ablation that is not an evidence protocol has no declaration: all its tests form one Holm family, and its
+report says the family was not declared.
+
+`checks_sha256` hashes the declaration with the claim's checks (metrics, directions, expectations, the
+paper's effects), so the provenance of an export can say what was declared when its cells ran.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, asdict
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from analysis.claims import Claim
+from lit_modules.config import files
+from lit_modules.config.errors import ConfigError
+
+PROTOCOL_PREFIX = "evidence/"
+KEYS = {"primary", "margins", "added_after_data"}
+ENTRY_KEYS = {"arm", "metric", "tuned", "note"}
+ANY_ARM = "*"
+
+
+@dataclass(frozen=True)
+class CheckKey:
+    arm: str
+    metric: str
+    tuned: bool = False
+
+    def text(self) -> str:
+        return f"`{self.arm}`{' (tuned)' if self.tuned else ''} on `{self.metric}`"
+
+
+@dataclass(frozen=True)
+class Families:
+    """A protocol's declaration; `declared` False: no protocol declares one (every test is primary)."""
+
+    primary: tuple[CheckKey, ...] = ()
+    margins: dict[str, float] = field(default_factory=dict)
+    added_after_data: dict[CheckKey, str] = field(default_factory=dict)
+    declared: bool = True
+    source: str = ""
+
+    def is_primary(self, key: CheckKey) -> bool:
+        return not self.declared or key in self.primary
+
+    def margin(self, metric: str) -> float | None:
+        return self.margins.get(metric)
+
+    def late_note(self, key: CheckKey) -> str:
+        """The note of a check declared after its data were seen (`arm: "*"`: every arm of that metric)."""
+        return self.added_after_data.get(key) or self.added_after_data.get(CheckKey(ANY_ARM, key.metric, key.tuned), "")
+
+
+UNDECLARED = Families(declared=False)
+
+
+def protocol_path(ablation_name: str) -> Path | None:
+    """conf/evidence/<paper>.yaml for an evidence grid (`evidence/<paper>`), else None."""
+    if not ablation_name.startswith(PROTOCOL_PREFIX):
+        return None
+    path = files.group_dir("evidence") / f"{ablation_name[len(PROTOCOL_PREFIX):]}.yaml"
+    return path if path.is_file() else None
+
+
+def families_for(ablation_name: str) -> Families:
+    path = protocol_path(ablation_name)
+    if path is None:
+        return UNDECLARED
+    raw = OmegaConf.to_container(OmegaConf.load(path)) or {}
+    return parse_families(raw.get("checks"), f"conf/evidence/{path.name}")
+
+
+def parse_families(node: object, where: str) -> Families:
+    """The `checks:` node of a protocol file; a malformed one is one sentence (ConfigError)."""
+    if node is None:
+        return Families(source=where)
+    if not isinstance(node, dict) or not set(node) <= KEYS:
+        raise ConfigError(f"{where}: 'checks' is a mapping of {', '.join(sorted(KEYS))}.")
+    primary = tuple(_entry(e, where, "primary") for e in node.get("primary") or [])
+    late = {_entry(e, where, "added_after_data"): str(e.get("note", "")) for e in node.get("added_after_data") or []}
+    margins = node.get("margins") or {}
+    if not isinstance(margins, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in margins.values()):
+        raise ConfigError(f"{where}: checks.margins maps a metric to a positive margin in its units.")
+    return Families(primary, {str(k): float(v) for k, v in margins.items()}, late, True, where)
+
+
+def _entry(entry: object, where: str, part: str) -> CheckKey:
+    if not isinstance(entry, dict) or not {"arm", "metric"} <= set(entry) <= ENTRY_KEYS:
+        raise ConfigError(f"{where}: every checks.{part} entry names an 'arm' and a 'metric' "
+                          f"(and may say 'tuned' or give a 'note'); got {entry!r}.")
+    return CheckKey(str(entry["arm"]), str(entry["metric"]), bool(entry.get("tuned", False)))
+
+
+def validate_against(families: Families, claim: Claim, arms: list[str]) -> None:
+    """Every declared check names one of the claim's metrics and an arm the protocol runs (before any cell)."""
+    metrics = {c.metric for c in claim.checks}
+    families_run = {a.partition("@")[0] for a in arms}
+    for key in (*families.primary, *families.added_after_data):
+        if key.metric not in metrics:
+            raise ConfigError(f"{families.source}: check {key.text()} names a metric the claim '{claim.preset}' "
+                              f"does not check (its checks: {', '.join(sorted(metrics))}).")
+        if key.arm not in arms and key.arm != ANY_ARM and not (key.tuned and key.arm in families_run):
+            raise ConfigError(f"{families.source}: check {key.text()} names an arm the protocol does not run "
+                              f"(it runs {', '.join(arms)}).")
+    unknown = set(families.margins) - metrics
+    if unknown:
+        raise ConfigError(f"{families.source}: checks.margins names {', '.join(sorted(unknown))}, which the claim "
+                          f"'{claim.preset}' does not check.")
+
+
+def checks_sha256(families: Families, claim: Claim) -> str:
+    """One hash of what was declared: the families and the claim's checks and expectations."""
+    payload = {
+        "primary": [asdict(k) for k in families.primary],
+        "margins": families.margins,
+        "checks": [asdict(c) for c in claim.checks],
+        "expect": claim.expect, "default_expect": claim.default_expect, "references": claim.references,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def declared_keys(families: Families) -> list[str]:
+    """The primary checks as text, for the provenance record (what the cells ran under)."""
+    return [k.text() for k in families.primary]

@@ -1,0 +1,207 @@
+"""A claim's checks on an ablation -> one row per (check, arm), each row carrying what its verdict is decided on.
+
+    table = verdicts_table(ab, claim_for(ab.claim_key))   # families from the protocol (analysis.families)
+
+Per row: n, mean difference, the decision interval and its level, raw p, Holm p and family size (primary
+checks), the paper's effect in our units, the reference's seed sd, the minimum detectable difference (MDD)
+at 80% power and the seeds 80% power needs against the paper's effect, the chance floor where the metric
+has one, and the verdict in parts (direction, magnitude) under analysis/verdict.py's rule.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.ablation import (
+    Ablation, arm_values, comparison_row, compare, matched_metrics, reference_of, scale_of, speedup_of,
+)
+from analysis.claims import LR_VARIANT_PREFIX, Check, Claim, is_lr_variant, join_arm, split_arm
+from analysis.curves import Speedup
+from analysis.families import CheckKey, Families, families_for
+from analysis.stats import PairedComparison, SeedNoise, compare_paired, holm_adjust, holm_divisors, mdd, \
+    seed_noise, seeds_needed, tost_p
+from analysis.verdict import ALPHA, MIN_SEEDS, PRIMARY, SECONDARY, Decision, Floor, best_of, judge
+
+TUNED_VARIANT = "tuned"
+
+
+@dataclass
+class _Test:
+    """One (arm, check) comparison before its verdict: the primary ones are adjusted together."""
+
+    check: Check
+    arm: str
+    reference: str
+    expect: str | None
+    comparison: PairedComparison
+    noise: SeedNoise
+    variant: str
+    selection: str = ""
+    same_grid: bool = True
+    speedup: Speedup | None = None
+    role: str = SECONDARY
+    margin: float | None = None
+    late: str = ""
+
+    @property
+    def key(self) -> CheckKey:
+        arm = split_arm(self.arm)[0] if self.check.tuned else self.arm
+        return CheckKey(arm, self.check.metric, self.check.tuned)
+
+    @property
+    def p(self) -> float:
+        """The p of this row's own test: TOST for a 'none' claim with a margin, else the paired t."""
+        c = self.comparison
+        if self.expect == "none" and self.margin is not None:
+            return tost_p(c.n, c.mean_diff, c.sd_diff, self.margin)
+        return c.p_t
+
+    def in_family(self) -> bool:
+        return (self.role == PRIMARY and self.expect is not None and self.comparison.n >= MIN_SEEDS
+                and math.isfinite(self.p))
+
+
+def verdicts_table(ab: Ablation, claim: Claim, families: Families | None = None) -> pd.DataFrame:
+    """The claim's checks, one row per (check, arm): the decision's numbers, the scale and the verdict."""
+    families = families_for(ab.name) if families is None else families
+    tests: list[_Test] = []
+    for check in claim.checks:
+        if check.tuned:
+            tests += _tuned_tests(ab, claim, check)
+            continue
+        for arm in ab.arms:
+            applies, expect = claim.expectation(arm, check)
+            reference = reference_of(ab, claim, arm)
+            if not applies or arm == reference:
+                continue
+            c, noise, s = _check_comparison(ab, check, arm, reference)
+            tests.append(_Test(check, arm, reference, expect, c, noise, split_arm(arm)[1], speedup=s))
+    for t in tests:
+        t.role = PRIMARY if t.expect is not None and families.is_primary(t.key) else SECONDARY
+        t.margin = families.margin(t.check.metric) if t.expect == "none" else None
+        t.late = families.late_note(t.key)
+    p_holm, divisors, size = _primary_family(tests)
+    return pd.DataFrame([_row(ab, claim, t, p_holm[i], divisors[i], size) for i, t in enumerate(tests)])
+
+
+def _primary_family(tests: list[_Test]) -> tuple[list[float], list[float], int]:
+    """Holm over the primary tests. A test with the key of an earlier one (a tuned check that picks the
+    pair an untuned check already tests) is the same hypothesis on the same data: counted once."""
+    first: dict[tuple, int] = {}
+    for i, t in enumerate(tests):
+        if t.in_family():
+            first.setdefault((t.arm, t.reference, t.check.metric, t.expect), i)
+    members = list(first.values())
+    adjusted = dict(zip(members, holm_adjust([tests[i].p for i in members])))
+    divisor = dict(zip(members, holm_divisors([tests[i].p for i in members], ALPHA)))
+    p_holm, divisors = [], []
+    for t in tests:
+        j = first.get((t.arm, t.reference, t.check.metric, t.expect)) if t.in_family() else None
+        p_holm.append(adjusted[j] if j is not None else math.nan)
+        divisors.append(divisor[j] if j is not None else (math.nan if t.role == PRIMARY else 1.0))
+    return p_holm, divisors, len(members)
+
+
+def _row(ab: Ablation, claim: Claim, t: _Test, p_holm: float, divisor: float, family_size: int) -> dict:
+    check, c = t.check, t.comparison
+    # The reference sets the comparison's budget: an arm with extra parameters (a gate) trained the same
+    # tokens, so its own TPP is a little lower, but the comparison is at the reference's scale.
+    scale = scale_of(ab, [t.reference], claim.tpp_of_paper(t.arm))
+    effect = check.paper_effect(t.arm, c.mean_ref)
+    primary_in_family = t.role == PRIMARY and math.isfinite(divisor)
+    decision = Decision(t.role if primary_in_family else SECONDARY, c.n, c.mean_diff, c.sd_diff, t.p,
+                        p_holm, family_size, divisor if primary_in_family else 1.0, t.margin)
+    floor = _floor(ab, check, t.reference)
+    not_reached = t.speedup.not_reached_text() if t.speedup is not None else ""
+    v = judge(t.expect, check.better, decision, scale, effect, c.mean_ref, floor, not_reached, t.same_grid)
+    low, high = decision.interval if not not_reached else (math.nan, math.nan)
+    row = comparison_row(t.arm, t.reference, check.metric, check.better, c, t.noise)
+    first_crossing = t.speedup.log_first_crossing if t.speedup is not None else {}
+    row.update({
+        "role": t.role, "variant": t.variant or "-", "expect": t.expect or "-", "paper": check.paper,
+        "ci_low": low, "ci_high": high, "ci_level": decision.level, "p_test": t.p,
+        "test": "equivalence (TOST)" if decision.equivalence else "difference (t)",
+        "margin": t.margin if t.margin is not None else math.nan,
+        "p_holm": p_holm, "family_size": family_size if t.role == PRIMARY else 0,
+        "holm_divisor": divisor if primary_in_family else math.nan,
+        "paper_effect": effect if effect is not None else math.nan,
+        "mdd": mdd(c.n, c.sd_diff, decision.alpha) if not not_reached else math.nan,
+        "seeds_needed": (seeds_needed(c.sd_diff, effect, decision.alpha)
+                         if effect is not None and not not_reached else math.nan),
+        "chance": floor.chance if floor else math.nan, "floor": floor.threshold if floor else math.nan,
+        "first_crossing": float(np.mean(list(first_crossing.values()))) if first_crossing else math.nan,
+        "params_non_embedding": scale.params_non_embedding, "params_total": scale.params_total,
+        "tokens": scale.tokens, "tpp": scale.tpp, "paper_tpp": scale.paper_tpp or math.nan,
+        "matched": scale.matched, "selection": t.selection, "assumption": check.assumption,
+        "added_after_data": t.late, "verdict": v.label, "magnitude": v.magnitude, "reason": v.reason,
+        "short": v.short,
+    })
+    return row
+
+
+def _floor(ab: Ablation, check: Check, reference: str) -> Floor | None:
+    """The chance floor of a choice-task check: the items behind the reference's mean (tasks x items each)."""
+    if check.chance is None:
+        return None
+    tasks = matched_metrics(ab, reference, check.metric)
+    return Floor(check.chance, max(1, tasks) * check.items_per_task)
+
+
+def _tuned_tests(ab: Ablation, claim: Claim, check: Check) -> list[_Test]:
+    """Per arm family swept over LR variants, its best variant against the reference family's best
+    variant; both sides are picked by the same rule (best mean over seeds) over their LR grids."""
+    sweeps: dict[str, list[str]] = {}
+    for arm in ab.arms:
+        family, variant = split_arm(arm)
+        if is_lr_variant(variant):
+            sweeps.setdefault(family, []).append(arm)
+    tests = []
+    for family, arms in sweeps.items():
+        applies, expect = claim.expectation(arms[0], check)
+        ref_family = split_arm(claim.reference_arm(arms[0], ab.baseline))[0]
+        ref_arms = sweeps.get(ref_family, [])
+        if not applies or family == ref_family:
+            continue
+        if not ref_arms:  # only one side was swept: no fair comparison, and the row says so
+            missing = join_arm(ref_family, f"{LR_VARIANT_PREFIX}*")
+            tests.append(_Test(check, _best(ab, arms, check), missing, expect, compare_paired({}, {}), seed_noise([]),
+                               TUNED_VARIANT, f"`{ref_family}` has no LR variants to tune over", False))
+            continue
+        best, best_ref = _best(ab, arms, check), _best(ab, ref_arms, check)
+        grid, ref_grid = [split_arm(a)[1] for a in arms], [split_arm(a)[1] for a in ref_arms]
+        same = sorted(grid) == sorted(ref_grid)
+        c, noise = compare(ab, best, best_ref, check.metric)
+        selection = (f"`{best}` is the best of {', '.join(f'`{a}`' for a in arms)} and `{best_ref}` the best of "
+                     f"{', '.join(f'`{a}`' for a in ref_arms)}, both by the {check.better} mean `{check.metric}` "
+                     f"over their seeds ({'the same LR grid on both sides' if same else 'DIFFERENT LR grids'}; "
+                     "picked on the seeds they are tested on, on both sides alike: an optimistic pick, where "
+                     "tuning seeds the test never uses would not be)")
+        tests.append(_Test(check, best, best_ref, expect, c, noise, TUNED_VARIANT, selection, same))
+    return tests
+
+
+def _best(ab: Ablation, arms: list[str], check: Check) -> str:
+    """The arm with the best mean (finite seeds) of the check's metric."""
+    means = []
+    for arm in arms:
+        values = [v for v in arm_values(ab, arm, check.metric).values() if math.isfinite(v)]
+        means.append(float(np.mean(values)) if values else math.nan)
+    return arms[best_of(means, check.better)]
+
+
+def _check_comparison(ab: Ablation, check: Check, arm: str,
+                      reference: str) -> tuple[PairedComparison, SeedNoise, Speedup | None]:
+    if check.metric != "speedup":
+        return (*compare(ab, arm, reference, check.metric), None)
+    # Speedup, the papers' reading: per seed ln(reference budget / arm tokens to the reference's final loss),
+    # tested against 0. A seed that never reached the target has no speedup: the row says so, no interval.
+    s = speedup_of(ab, arm, reference)
+    logs = s.log_budget_speedups
+    if s.not_reached:
+        c = PairedComparison(s.n, s.seeds, *([math.nan] * 10), True)
+        return c, seed_noise([]), s
+    return compare_paired(logs, {seed: 0.0 for seed in logs}), seed_noise([]), s
