@@ -4,7 +4,7 @@
   distractors that end other sentences of the same held-out text, drawn by frequency (so length is no cue)
   and with the same capitalisation (so case is no cue).
 - nextsent: a passage ending at a sentence boundary; choose the sentence that follows among it and other
-  held-out sentences of similar shape.
+  held-out sentences of similar shape, at most MAX_CHOICE_CHARS long.
 - ppl: held-out passages scored whole (rolling log-likelihood -> bits per byte, byte and word perplexity).
 
 Items keep where they came from (`doc`, `offset`), so a sample can be traced back to the text.
@@ -18,7 +18,13 @@ from typing import Sequence
 
 from .local_text import context_before, final_word_spans, passage_spans, sentence_spans
 
-BUILDER_VERSION = 3  # bump when any rule below changes: cached task files are rebuilt
+BUILDER_VERSION = 4  # bump when any rule below changes: cached task files are rebuilt
+# A choice is scored after its context in the training window, cut from the left to fit (as lm-eval's HF
+# model does). The smallest window scored here is 128 tokens (tiny's seq_len, byte tokens): a choice of at
+# most 64 bytes leaves every choice at least 64 tokens of context. With 200-character sentences, 264 of the
+# 300 next-sentence items of the embedded corpus had a choice that left less, 7 only one token.
+SMALLEST_WINDOW = 128
+MAX_CHOICE_CHARS = SMALLEST_WINDOW // 2
 
 
 def _rng(seed: int, kind: str) -> random.Random:
@@ -87,7 +93,7 @@ def build_nextsent(
     n_choices: int = 4,
     context_chars: int = 400,
     min_context_chars: int = 50,
-    sentence_chars: tuple[int, int] = (20, 200),
+    sentence_chars: tuple[int, int] = (20, MAX_CHOICE_CHARS),
 ) -> list[dict]:
     rng = _rng(seed, "nextsent")
     low, high = sentence_chars
@@ -95,7 +101,7 @@ def build_nextsent(
     for doc_index, text in enumerate(documents):
         for span in sentence_spans(text):
             sentence = text[span.start : span.end]
-            if not low <= len(sentence) <= high:
+            if not low <= len(sentence.encode("utf-8")) <= high:  # bytes: what a byte window holds
                 continue
             pool.append(sentence)
             if _has_context(text, span.start, context_chars, min_context_chars):

@@ -12,7 +12,9 @@ import yaml
 
 from lit_modules.data import DataConfig, DataError, prepare_corpus
 from lit_modules.data.documents import iter_documents
-from lit_modules.evaluation.local_tasks import build_cloze, build_nextsent, build_ppl
+from lit_modules.evaluation.local_tasks import (
+    MAX_CHOICE_CHARS, SMALLEST_WINDOW, build_cloze, build_nextsent, build_ppl,
+)
 from lit_modules.evaluation.local_text import final_word_spans, passage_spans, sentence_spans
 from lit_modules.evaluation.results import flat_metrics
 from lit_modules.evaluation.task_files import prepare_local_tasks, read_items
@@ -106,6 +108,19 @@ def test_no_item_has_an_empty_context():
 def test_every_heldout_item_has_its_minimum_context(builder, minimum, heldout):
     items = builder(heldout, 300, seed=1234)  # the run's default items
     assert len(items) == 300 and min(len(item["context"].strip()) for item in items) >= minimum
+
+
+@pytest.mark.parametrize("builder", [build_cloze, build_nextsent])
+def test_every_choice_keeps_half_the_smallest_window_for_its_context(builder, heldout):
+    # Scored as lm-eval does: (context + choice) cut from the left to the window; a choice's own bytes are
+    # never cut, so the context it sees is the window minus the choice, and that must stay >= 64 tokens.
+    from lit_modules.data.tokenization import ByteTokenizer
+
+    tok = ByteTokenizer()
+    for item in builder(heldout, 300, seed=1234):
+        for choice in item["choices"]:
+            kept = min(len(tok.encode(item["context"])), SMALLEST_WINDOW - len(tok.encode(choice)))
+            assert kept >= SMALLEST_WINDOW - MAX_CHOICE_CHARS, (item["context"][-40:], choice)
 
 
 def test_items_never_come_from_training_text(heldout, train_text):
