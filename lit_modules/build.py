@@ -15,6 +15,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
+from lit_modules.activation_checkpointing import checkpoint_blocks
 from lit_modules.callbacks.checkpointing import LastCheckpoint
 from lit_modules.callbacks.diagnostics import DiagnosticsLogger
 from lit_modules.callbacks.divergence import DivergenceGuard
@@ -25,6 +26,7 @@ from lit_modules.callbacks.validation_replay import ValidationReplay
 from lit_modules.config.budget import Budget
 from lit_modules.config.errors import ConfigError
 from lit_modules.data import LMDataModule, build_tokenizer, prepare_corpus, prepare_shards
+from lit_modules.distributed.strategy import lightning_strategy
 from lit_modules.lm_module import CausalLMModule
 from lit_modules.model import Llama, init_weights
 from lit_modules.optim.build import build_optimizer, build_schedule
@@ -97,6 +99,8 @@ def build_module(
     cfg: DictConfig, model: nn.Module, techniques: list[Technique], budget: Budget, bytes_per_token: float | None
 ) -> CausalLMModule:
     editors = [t.edit_param_groups for t in techniques]
+    if cfg.trainer.activation_checkpointing:
+        checkpoint_blocks(model)  # before compile, so the compiled graph recomputes each block
     if cfg.trainer.compile:
         # Parameters keep their module paths (under `_orig_mod.`), so families and checkpoints still line up.
         model = torch.compile(model)
@@ -146,7 +150,7 @@ def build_trainer(cfg: DictConfig, budget: Budget, callbacks: list[L.Callback], 
         accelerator=t.accelerator,
         devices=t.devices,
         num_nodes=t.num_nodes,
-        strategy=t.strategy,
+        strategy=lightning_strategy(t),
         precision=t.precision,
         max_steps=budget.steps,
         max_epochs=-1,

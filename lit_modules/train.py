@@ -19,7 +19,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +37,6 @@ from lit_modules.config import files
 from lit_modules.config.budget import Budget
 from lit_modules.config.composition import compose_multirun, compose_run_config
 from lit_modules.config.errors import ConfigError
-from lit_modules.config.memory import estimate_memory
 from lit_modules.config.schema import OPTIM_ADDED_DEFAULTS, register_schema
 from lit_modules.config.validate import validated
 from lit_modules.data import DataError
@@ -47,6 +45,7 @@ from lit_modules.evaluation.errors import EvalError
 from lit_modules.model.config import ADDED_DEFAULTS as MODEL_ADDED_DEFAULTS
 from lit_modules.model.init import ADDED_DEFAULTS as INIT_ADDED_DEFAULTS
 from lit_modules.optim.build import optimizer_tags
+from lit_modules.plan.dry_run import dry_run_report
 from lit_modules.resume import init_weights_from, resolve_resume
 from lit_modules.runs import tags as run_tags
 from lit_modules.runs.finished import CONFIG_SIDECAR
@@ -68,8 +67,11 @@ from lit_modules.tracking.system_tags import system_tags
 from lit_modules.tracking.uri_masking import mask_password, mask_tree
 
 # Run-management fields: they change how a run is driven, not what it computes.
-NOT_IDENTITY = ("dry_run", "resume", "logger", "runs_dir", "parent_run_id", "tags", "diagnostics", "eval")
-NOT_IDENTITY_TRAINER = ("stop_after_steps", "num_threads", "checkpoint_every_n_steps")
+NOT_IDENTITY = ("dry_run", "resume", "logger", "runs_dir", "parent_run_id", "tags", "diagnostics", "eval", "plan")
+# global_batch_tokens only derives accumulate_grad_batches (which is identity); activation checkpointing
+# recomputes the same activations: neither changes what is computed.
+NOT_IDENTITY_TRAINER = ("stop_after_steps", "num_threads", "checkpoint_every_n_steps", "global_batch_tokens",
+                        "activation_checkpointing")
 ADDED_FIELD_DEFAULTS = {"model": MODEL_ADDED_DEFAULTS, "init": INIT_ADDED_DEFAULTS, "optim": OPTIM_ADDED_DEFAULTS}
 
 
@@ -91,43 +93,6 @@ def identity_of(resolved: dict) -> dict:
         if isinstance(identity.get(group), dict):
             identity[group] = {k: v for k, v in identity[group].items() if not (k in added and v == added[k])}
     return identity
-
-
-def _eta_seconds(cfg: DictConfig, budget: Budget) -> float | None:
-    """Time a few forward+backward passes of the real model on random tokens; None if it cannot."""
-    if cfg.trainer.accelerator not in ("cpu", "auto") or budget.params_total > 50_000_000:
-        return None
-    model, _ = build_model(cfg, [])
-    x = torch.randint(0, cfg.model.vocab_size, (cfg.data.batch_size, cfg.data.seq_len))
-    start = None
-    for i in range(3):
-        if i == 1:
-            start = time.perf_counter()
-        model(x).float().logsumexp(-1).mean().backward()
-    per_micro = (time.perf_counter() - start) / 2
-    return per_micro * cfg.trainer.accumulate_grad_batches * budget.steps
-
-
-def describe(cfg: DictConfig, budget: Budget) -> str:
-    eta = _eta_seconds(cfg, budget)
-    lines = [
-        f"model        {cfg.model.name}: {budget.params_total:,} parameters ({budget.params_non_embedding:,} non-embedding)"
-        + (f"; {budget.params_active_non_embedding:,} non-embedding active per token (TPP counts these)"
-           if budget.params_active_non_embedding not in (None, budget.params_non_embedding) else ""),
-        f"tokens/step  {budget.tokens_per_step:,} (batch {cfg.data.batch_size} x seq {cfg.data.seq_len}"
-        f" x world {budget.tokens_per_step // (cfg.data.batch_size * cfg.data.seq_len * cfg.trainer.accumulate_grad_batches)}"
-        f" x accumulation {cfg.trainer.accumulate_grad_batches})",
-        f"budget       {budget.total_tokens:,} tokens = {budget.steps:,} steps ({budget.warmup_steps} warmup),"
-        f" {budget.tokens_per_param:.1f} tokens per {cfg.regime.param_count.replace('_', '-')} parameter",
-        f"FLOPs/token  {budget.flops_per_token:.3e} (training, analytic); run total {budget.flops_per_token * budget.total_tokens:.3e}",
-        f"ETA          {'~%.0f s on this machine (forward+backward only)' % eta if eta is not None else 'not estimated for this device/size'}",
-    ]
-    lines.append(f"memory       {estimate_memory(cfg, budget).describe()}")
-    techniques = ", ".join(k for k, v in (cfg.techniques or {}).items() if v is not None) or "none"
-    lines.append(f"techniques   {techniques}")
-    if cfg.trainer.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
-        lines.append("note         this machine has no GPU: this is the plan; a real run here is refused")
-    return "\n".join(lines)
 
 
 def run(
@@ -154,8 +119,11 @@ def run(
     checked = validated(cfg)  # the techniques are built and asked here once, and trained with below
     cfg, budget = checked.config, checked.budget
     if cfg.dry_run:
+        text, refusal = dry_run_report(cfg, budget)
         if ranks.is_zero:
-            print(describe(cfg, budget))
+            print(text)
+        if refusal is not None:  # the plan is printed first: the reader sees what does not fit
+            raise ConfigError(refusal)
         return RunResult(None, "DRY_RUN", budget=budget)
     if resume_target is None:
         # Before data and model are built: a store that cannot be used fails in seconds, on every rank.

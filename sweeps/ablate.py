@@ -118,15 +118,18 @@ def validate_cells(grid: Grid) -> str:
     return name
 
 
-def _threads_per_cell(grid: Grid) -> int | None:
-    """The preset's (or the command line's) trainer.num_threads; None when it leaves torch's default."""
-    return compose_run_config([f"experiment={grid.experiment}", f"+arm={grid.arms[0]}", *grid.overrides]).trainer.num_threads
+def _first_cell(grid: Grid):
+    """The first cell's composed config: its trainer.num_threads (None: torch's default) and accelerator."""
+    return compose_run_config([f"experiment={grid.experiment}", f"+arm={grid.arms[0]}", *grid.overrides])
 
 
-def launch_overrides(grid: Grid, threads: int | None) -> list[str]:
-    """Hydra launcher overrides: an explicit launcher as given; else local worker processes x threads."""
+def launch_overrides(grid: Grid, threads: int | None, gpu_cells: bool = False) -> list[str]:
+    """Hydra launcher overrides: an explicit launcher as given; else local worker processes x threads.
+    GPU cells (e.g. recipe=<size>) run one after another unless workers= says: each wants its GPUs to itself."""
     cores = os.cpu_count() or 1
     cells = len(grid.arms) * len(grid.seeds)
+    if gpu_cells and not grid.workers and not grid.launcher:
+        return []
     if grid.launcher == "submitit_local":  # every cell at once on this machine, sharing its cores
         return [f"hydra/launcher={grid.launcher}", *([] if threads else [f"trainer.num_threads={max(1, cores // cells)}"])]
     if grid.launcher and grid.launcher != "local_parallel":
@@ -185,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         grid = parse_args(sys.argv[1:] if argv is None else argv)
         read_grid(grid)
         experiment_name = validate_cells(grid)
-        threads = _threads_per_cell(grid)
+        first = _first_cell(grid)
+        threads, gpu_cells = first.trainer.num_threads, first.trainer.accelerator in ("gpu", "cuda")
         check_store(resolve_tracking_uri(None, grid.runs_dir))
     except ConfigError as err:
         print(f"error: {mask_password(str(err))}", file=sys.stderr)
@@ -203,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         command.append(f"+arm={','.join(grid.arms)}")  # the command line wins over the preset's sweep params
     if grid.only_seeds:
         command.append(f"seed={','.join(grid.seeds)}")
-    command += launch_overrides(grid, threads)
+    command += launch_overrides(grid, threads, gpu_cells)
     status, failed = "FAILED", []
     started_ms = int(time.time() * 1000)
     to_run = cells - finished_cells(client, parent, grid)

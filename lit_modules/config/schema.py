@@ -74,6 +74,19 @@ class TrainerConfig:
     compile: bool = False
     num_threads: Optional[int] = None  # torch intra-op threads; None leaves torch's default
     divergence_factor: float = 0.0  # >0: fail the run when train loss exceeds factor x its initial value
+    # Tokens per optimizer step; when set, accumulate_grad_batches is derived from it (config/global_batch.py),
+    # so a recipe keeps its global batch on 1 GPU or 64.
+    global_batch_tokens: Optional[int] = None
+    # Recompute each block's activations in the backward pass instead of keeping them (activation_checkpointing.py).
+    activation_checkpointing: bool = False
+
+
+@dataclass
+class PlanConfig:
+    """What a dry run of a GPU config assumes (lit_modules/plan/): which GPU, and how well it is used."""
+
+    gpu: str = "h100"  # a100 | a100_40gb | h100 | h200 (lit_modules/plan/devices.py)
+    mfu: float = 0.4  # model FLOPs utilization the ETA assumes; `make gpu-check` measures a GPU's own
 
 
 @dataclass
@@ -117,6 +130,7 @@ class Config:
     diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     ablation: AblationConfig = field(default_factory=AblationConfig)
+    plan: PlanConfig = field(default_factory=PlanConfig)  # dry-run assumptions only: not the run's identity
     seed: int = 0
     dry_run: bool = False
     resume: Optional[str] = None  # checkpoint path or MLflow run id

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from lit_modules.config.budget import Budget, compute_budget
 from lit_modules.config.errors import ConfigError
+from lit_modules.config.global_batch import derive_accumulation
 from lit_modules.data.config import static_vocab_size
 from lit_modules.hf.start import with_hf_start
 from lit_modules.techniques.context import TechniqueContext, instantiate_techniques
@@ -69,7 +71,8 @@ def _basic_problems(cfg: DictConfig) -> list[str]:
         p.append("16-mixed precision needs a GPU; use 32-true or bf16-mixed on the CPU.")
     if t.devices < 1 or t.num_nodes < 1:
         p.append("trainer.devices and trainer.num_nodes must be at least 1.")
-    p += launch_problems(t, launched_ranks())
+    if not cfg.dry_run:  # a dry run plans the launch instead: it prints the torchrun line
+        p += launch_problems(t, launched_ranks())
     if t.accumulate_grad_batches < 1:
         p.append("trainer.accumulate_grad_batches must be at least 1.")
     for key in ("val_every_n_steps", "log_every_n_steps", "checkpoint_every_n_steps"):
@@ -115,6 +118,28 @@ def _sft_problems(cfg: DictConfig) -> list[str]:
     return p
 
 
+def _tokenizer_file_problems(cfg: DictConfig) -> list[str]:
+    """A tokenizer file named beside a stated model.vocab_size (a recipe's) is otherwise first read after the
+    corpus is prepared (hours for FineWeb): check it is there and fits the embedding now. A dry run plans with
+    the stated size when the file is absent (a GPU plan made on a machine without the file)."""
+    tok, vocab = cfg.tokenizer, cfg.model.vocab_size
+    if tok.kind != "pretrained" or not tok.path or vocab == 0:
+        return []
+    path = Path(tok.path)
+    if not path.is_file():
+        return [] if cfg.dry_run else [
+            f"The tokenizer file {path} does not exist; copy a tokenizer.json there (offline: from a machine "
+            "with the hub) or set tokenizer.path to one."]
+    try:
+        ids = static_vocab_size(OmegaConf.to_object(tok))
+    except Exception as err:  # noqa: BLE001 - a malformed file is one sentence too
+        return [str(err)]
+    if ids > vocab:
+        return [f"The tokenizer file {path} has {ids:,} ids but model.vocab_size is {vocab:,}; "
+                f"set model.vocab_size={ids} (or 0 to take it from the file)."]
+    return []
+
+
 def check_schema(cfg: DictConfig) -> None:
     """Hydra lets `+key=value` add keys the schema lacks; merging back into the schema catches them."""
     from omegaconf.errors import ConfigKeyError, ValidationError
@@ -150,6 +175,8 @@ def validated(cfg: DictConfig) -> Validated:
     for group in ("data", "tokenizer", "init"):
         problems += OmegaConf.to_object(cfg[group]).problems()
     problems += OmegaConf.to_object(cfg.eval).problems(cfg.data.name)
+    if not problems:
+        problems += _tokenizer_file_problems(cfg)
     if not problems and cfg.model.vocab_size == 0:
         try:
             cfg.model.vocab_size = static_vocab_size(OmegaConf.to_object(cfg.tokenizer))
@@ -157,6 +184,7 @@ def validated(cfg: DictConfig) -> Validated:
             problems.append(str(err))
     problems += OmegaConf.to_object(cfg.model).problems()
     problems += _basic_problems(cfg)
+    problems += derive_accumulation(cfg)  # before the budget: it sets trainer.accumulate_grad_batches
     techniques, unbuildable = instantiate_techniques(cfg)
     problems += unbuildable
     context = TechniqueContext.of(cfg, techniques)

@@ -16,7 +16,8 @@ from lit_modules.config.composition import compose_run_config
 # sweep, finetune and evidence files have their own schemas (sweeps/sweep_config.py, config/finetune_recipe.py,
 # sweeps/evidence.py).
 GROUPS = sorted(p.name for p in (REPO / "conf").iterdir() if p.is_dir() and p.name not in ("sweep", "arm", "hydra", "finetune", "evidence"))
-GPU_ONLY = {("trainer", "gpu"), ("trainer", "fsdp")}
+# The GPU recipes select trainer=gpu (a dry run plans them here: tests/lit_modules/plan/test_recipes.py).
+GPU_ONLY = {("trainer", "gpu"), ("trainer", "fsdp"), *(("recipe", p.stem) for p in (REPO / "conf/recipe").glob("*.yaml"))}
 # Options that are templates for the user's own files: without them they must say what is missing.
 NEEDS_USER_INPUT = {
     ("data", "text_files"): "lists no files",
