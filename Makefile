@@ -29,7 +29,7 @@ TASKS ?=
 A ?=
 B ?=
 
-.PHONY: help setup setup-cluster train sweep ablate evidence ledger report eval finetune plasticity test test-slow test-distributed test-ui compare bench gpu-check mlflow-ui tracking-server dry-run clean-runs
+.PHONY: help setup setup-cluster train sweep ablate evidence ledger report eval finetune plasticity test test-slow test-distributed test-ui compare bench gpu-check mlflow-ui tracking-server dry-run gpu-cost clean-runs
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -62,8 +62,11 @@ setup-cluster: setup $(CLUSTER_STAMP) ## + PostgreSQL (apt) and its Python drive
 train: setup ## one run: make train ARGS="model=small optim.lr=1e-3"
 	$(PY) -m lit_modules.train $(ARGS)
 
-dry-run: setup ## sizes, FLOPs/token, budget and ETA of a config, no run opened
+dry-run: setup ## sizes, FLOPs/token, budget, ETA and memory of a config (a GPU plan: ARGS="recipe=llama_1b trainer.devices=8"), no run opened
 	$(PY) -m lit_modules.train dry_run=true $(ARGS)
+
+gpu-cost: setup ## GPU-hours of each paper's protocol at each recipe size: make gpu-cost [ARGS="gpu=h100 devices=8 mfu=0.4"]
+	$(PY) -m sweeps.gpu_cost $(ARGS)
 
 sweep: setup ## Optuna study: make sweep SWEEP=default TRIALS=8 WORKERS=1
 	$(PY) -m sweeps.optuna_sweep sweep=$(SWEEP) $(if $(WORKERS),sweep.workers=$(WORKERS)) $(if $(TRIALS),sweep.n_trials=$(TRIALS)) $(ARGS)
