@@ -18,19 +18,11 @@ import numpy as np
 import pandas as pd
 
 from analysis import markdown as md
-from analysis import plots
+from analysis import declared_figures, plots
 from analysis import provenance as prov
-from analysis.ablation import (
-    TRAIN_TAIL,
-    Ablation,
-    arm_summary_table,
-    effects_table,
-    eval_metrics,
-    overhead_table,
-    reference_of,
-    scale_table,
-    seed_noise_table,
-    speedups_table,
+from analysis.ablation import TRAIN_TAIL, Ablation, eval_metrics, scale_table
+from analysis.comparisons import (
+    arm_summary_table, effects_table, overhead_table, reference_of, seed_noise_table, speedups_table,
 )
 from analysis.families import Families, families_for
 from analysis.forest import FOREST_FILE, plot_forest
@@ -136,7 +128,7 @@ def _measured_section(ab: Ablation, claim: Claim) -> Section:
     if other:
         body.append("- Arms compared with a reference other than the baseline: "
                     + ", ".join(f"`{a}` vs `{r}`" for a, r in other.items()) + ".")
-    body.append(f"- Seeds (finished runs per arm): "
+    body.append("- Seeds (finished runs per arm): "
                 + ", ".join(f"`{a}`: {','.join(sorted(ab.run_ids(a), key=seed_key)) or 'none'}" for a in ab.arms) + ".")
     body.append(f"- {_status_counts(ab)}")
     commits = sorted(set(f.get("tags.git_commit", pd.Series(dtype=str)).dropna()))
@@ -265,7 +257,7 @@ def _overhead_section(cost: pd.DataFrame) -> Section:
 
 def _figures_section(ab: Ablation, effects: pd.DataFrame, verdicts: pd.DataFrame, out: Path) -> Section:
     """The loss curves and the effects forest plot, then every declared figure whose data exist: the core
-    ones (analysis.plots.CORE_FIGURES) and each technique's (its report.yaml), in folder order."""
+    ones (analysis.declared_figures.CORE_FIGURES) and each technique's (its report.yaml), in folder order."""
     made: list[tuple[str, Path | None]] = [
         ("Every tested check: mean difference with the interval its verdict used, the paper's effect marked.",
          plot_forest(verdicts, out / FOREST_FILE, f"{ab.name}: verdicts")),
@@ -274,7 +266,7 @@ def _figures_section(ab: Ablation, effects: pd.DataFrame, verdicts: pd.DataFrame
          plots.plot_effects(effects, "val/loss", out / "effects_val_loss.png",
                             f"{ab.name}: final val/loss, arm - reference (paired by seed)")),
     ]
-    made += [(spec["caption"], plots.plot_figure(ab, spec, out)) for spec in (*plots.CORE_FIGURES, *figure_specs())]
+    made += [(spec["caption"], declared_figures.plot_figure(ab, spec, out)) for spec in (*declared_figures.CORE_FIGURES, *figure_specs())]
     body = []
     for caption, path in made:
         if path is not None:

@@ -24,7 +24,8 @@ import pandas as pd
 
 from analysis import markdown as md
 from analysis import provenance as prov
-from analysis.ablation import Ablation, overhead_table
+from analysis.ablation import Ablation
+from analysis.comparisons import overhead_table
 from analysis.families import Families, families_for
 from analysis.verdict_table import verdicts_table
 from analysis.claims import Claim, claim_for, split_arm

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.ablation import TRAIN_TAIL, Ablation, final_train_loss
+from analysis.ablation import TRAIN_TAIL, Ablation
+from analysis.comparisons import final_train_loss
 from analysis.stats import compare_paired
 from lit_modules.runs import tags
 

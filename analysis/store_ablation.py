@@ -26,10 +26,9 @@ from analysis.ablation import (
     ParentRecord,
     SvHist,
     assemble,
-    reference_of,
-    seconds_per_token,
     slim_runs,
 )
+from analysis.comparisons import reference_of, seconds_per_token
 from analysis.claims import Claim, claim_for
 from analysis.seeds import seed_key
 from analysis.load_runs import CURVE_COLUMNS, RunStore, numeric

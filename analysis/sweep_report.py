@@ -92,7 +92,7 @@ def render_sweep(parent: Run, store: RunStore, out: Path, top: int) -> str:
 def _plot_trials(curves: pd.DataFrame, best: pd.DataFrame, study: str, metric: str, path: Path) -> Path | None:
     if curves.empty:
         return None
-    fig, axes = plots._figure(1, 1)
+    fig, axes = plots.new_figure(1, 1)
     ax = axes[0][0]
     drawn = 0
     for i, (_, row) in enumerate(best.head(PLOTTED_TRIALS).iterrows()):
@@ -107,7 +107,7 @@ def _plot_trials(curves: pd.DataFrame, best: pd.DataFrame, study: str, metric: s
     best_of = f"the {drawn} best trials" if drawn != 1 else "the best trial"
     ax.set_title(f"Sweep {study}: validation loss of {best_of} (one seed each)", fontsize=10)
     ax.legend(fontsize=7)
-    return plots._save(fig, path)
+    return plots.save_figure(fig, path)
 
 
 def _embedded_summary(store: RunStore, parent_run_id: str, out: Path) -> list[str]:

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.ablation import (
-    Ablation, arm_values, comparison_row, compare, matched_metrics, reference_of, scale_of, speedup_of,
-)
+from analysis.ablation import Ablation, arm_values, matched_metrics, scale_of
+from analysis.comparisons import compare, comparison_row, reference_of, speedup_of
 from analysis.claims import LR_VARIANT_PREFIX, Check, Claim, is_lr_variant, join_arm, split_arm
 from analysis.curves import Speedup
 from analysis.families import CheckKey, Families, families_for

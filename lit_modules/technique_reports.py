@@ -3,7 +3,7 @@
     claim:          the paper's claim (analysis.claims turns it into a Claim; its key is the folder's name)
     curves:         metric prefixes whose histories a report reads (besides the losses)
     final_metrics:  metric prefixes whose final values a report reads (besides val/, eval/, diag/, ...)
-    figures:        figures declared by kind (analysis.plots.FIGURE_KINDS), panels, titles and file name
+    figures:        figures declared by kind (analysis.declared_figures.FIGURE_KINDS), panels, titles and file name
 
 The files are read from disk, never imported: analysis (and a run describing itself, tracking.system_tags)
 does not import the model or the techniques, and a new technique's folder is all a report needs to show its

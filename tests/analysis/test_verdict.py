@@ -161,20 +161,20 @@ def test_claim_comes_from_the_tag_else_the_name():
 
 @pytest.mark.parametrize("seeds, banded", [(2, False), (3, True)])
 def test_curves_with_fewer_than_three_seeds_get_no_band_but_say_so(seeds, banded):
-    from analysis.plots import _draw_bands
+    from analysis.plots import draw_bands
 
     ab = handmade({"baseline": [3.0, 3.1, 3.2][:seeds], "arm": [2.9, 3.0, 3.1][:seeds]})
     fig = Figure()
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    _draw_bands(ax, ab, ab.curves, "val/loss")
+    draw_bands(ax, ab, ab.curves, "val/loss")
     assert any(isinstance(c, PolyCollection) for c in ax.collections) == banded
     assert any("too few seeds" in t.get_text() for t in ax.texts) != banded
 
 
 @pytest.mark.parametrize("seeds, bars", [(2, False), (3, True)])
 def test_forest_plot_draws_no_ci_bar_below_three_seeds(seeds, bars, tmp_path):
-    from analysis.ablation import effects_table
+    from analysis.comparisons import effects_table
     from analysis.plots import draw_effects, plot_effects
 
     ab = handmade({"baseline": [3.0, 3.1, 3.2][:seeds], "arm": [2.9, 3.05, 3.1][:seeds]})

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from analysis import plots
+from analysis import declared_figures
 from analysis.claims import CLAIMS, claim_for
 from lit_modules.technique_reports import (
     TechniqueReportError,
@@ -23,8 +23,8 @@ from tests.helpers.runs import REPO
 def test_every_folder_reads_and_declares_known_figures_with_distinct_files():
     names = [r.name for r in technique_reports()]
     assert names == sorted(p.parent.name for p in (REPO / "lit_modules/techniques").glob("*/report.yaml"))
-    specs = [*plots.CORE_FIGURES, *figure_specs()]
-    assert all(spec["kind"] in plots.FIGURE_KINDS and spec["caption"] for spec in specs)
+    specs = [*declared_figures.CORE_FIGURES, *figure_specs()]
+    assert all(spec["kind"] in declared_figures.FIGURE_KINDS and spec["caption"] for spec in specs)
     files = [spec["file"] for spec in specs]
     assert len(files) == len(set(files)) and "loss_vs_tokens.png" not in files
     assert "wisca/" in curve_prefixes() and "diag/gmcn/" in curve_prefixes()

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from analysis.ablation import seconds_per_token
+from analysis.comparisons import seconds_per_token
 from lit_modules.runs import metric_names
 
 
