@@ -29,6 +29,7 @@ from analysis.load_runs import numeric
 from analysis.scale import Scale
 from analysis.seeds import seed_key
 from lit_modules.runs import metric_names, tags
+from lit_modules.evaluation.results import ITEMS
 from lit_modules.technique_reports import curve_prefixes, final_metric_prefixes
 
 TRAIN_TAIL = 5  # logged train/loss values (one micro-batch each) averaged into a run's final train loss
@@ -201,7 +202,7 @@ def better_direction(metric: str) -> str:
 def eval_metrics(ab: Ablation) -> list[str]:
     """Final `eval/<task>/<metric>` names present in the finished runs (no stderr, no timing)."""
     names = sorted(c[len("metrics."):] for c in ab.finished.columns if c.startswith("metrics.eval/"))
-    return [n for n in names if n.count("/") >= 2 and not n.endswith("_stderr") and "stderr" not in n]
+    return [n for n in names if n.count("/") >= 2 and "stderr" not in n and not n.endswith(f"/{ITEMS}")]
 
 
 def run_value(ab: Ablation, row: pd.Series, metric: str) -> float:
@@ -236,17 +237,32 @@ def _pattern_mean(row: pd.Series, metric: str) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
-def matched_metrics(ab: Ablation, arm: str, metric: str) -> int:
-    """How many metrics a pattern averages for an arm's first finished run (its fine-tunes' for `finetune:`)."""
+def _first_run(ab: Ablation, arm: str, metric: str) -> tuple[pd.Series | None, str]:
+    """An arm's first finished run (its first fine-tune for `finetune:`) and the metric name inside it."""
     if metric.startswith(FINETUNE_PREFIX):
         frame, metric = ab.finetunes, metric[len(FINETUNE_PREFIX):]
         ids = set(ab.run_ids(arm).values())
         frame = frame[frame["tags.finetune.base_run_id"].isin(ids)] if "tags.finetune.base_run_id" in frame else frame.iloc[0:0]
     else:
         frame = ab.finished[ab.finished["arm"] == arm]
-    if frame.empty:
+    return (None if frame.empty else frame.iloc[0]), metric
+
+
+def matched_metrics(ab: Ablation, arm: str, metric: str) -> int:
+    """How many metrics a pattern averages for an arm's first finished run (its fine-tunes' for `finetune:`)."""
+    row, metric = _first_run(ab, arm, metric)
+    if row is None:
         return 0
-    return len(_matching(frame.iloc[0], metric)) if "*" in metric else 1
+    return len(_matching(row, metric)) if "*" in metric else 1
+
+
+def items_scored(ab: Ablation, arm: str, metric: str) -> int:
+    """The items behind an eval metric or pattern for an arm's first run: the sum of its tasks' logged
+    `eval/<task>/items`; 0 when the runs predate that metric."""
+    row, metric = _first_run(ab, arm, metric)
+    if row is None or not metric.startswith("eval/"):
+        return 0
+    return int(sum(_matching(row, metric.rsplit("/", 1)[0] + f"/{ITEMS}")))
 
 
 def _finetune_value(ab: Ablation, base_run_id: str, metric: str) -> float:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.ablation import Ablation, arm_values, matched_metrics, scale_of
+from analysis.ablation import Ablation, arm_values, items_scored, matched_metrics, scale_of
 from analysis.comparisons import compare, comparison_row, reference_of, speedup_of
 from analysis.claims import LR_VARIANT_PREFIX, Check, Claim, is_lr_variant, join_arm, split_arm
 from analysis.curves import Speedup
@@ -143,11 +143,12 @@ def _row(ab: Ablation, claim: Claim, t: _Test, p_holm: float, divisor: float, fa
 
 
 def _floor(ab: Ablation, check: Check, reference: str) -> Floor | None:
-    """The chance floor of a choice-task check: the items behind the reference's mean (tasks x items each)."""
+    """The chance floor of a choice-task check: the items behind the reference's mean, as its runs logged
+    them (eval/<task>/items), else the claim's items_per_task for each task (runs from before that metric)."""
     if check.chance is None:
         return None
-    tasks = matched_metrics(ab, reference, check.metric)
-    return Floor(check.chance, max(1, tasks) * check.items_per_task)
+    logged = items_scored(ab, reference, check.metric)
+    return Floor(check.chance, logged or max(1, matched_metrics(ab, reference, check.metric)) * check.items_per_task)
 
 
 def _tuned_tests(ab: Ablation, claim: Claim, check: Check) -> list[_Test]:

@@ -8,11 +8,17 @@ from pathlib import Path
 from typing import Any
 
 
+ITEMS = "items"  # eval/<task>/items: how many items the task scored (a reader's chance floor needs it)
+
+
 def flat_metrics(results: dict, prefix: str = "eval") -> dict[str, float]:
     """`eval/<task>/<metric>` for every numeric metric; lm-eval's default filter suffix ",none" is dropped
-    and another filter becomes a suffix (`acc/<filter>`). Stderr entries are kept only when numeric."""
+    and another filter becomes a suffix (`acc/<filter>`). Stderr entries are kept only when numeric.
+    `eval/<task>/items` is the number of items scored (lm-eval's `sample_len`)."""
     metrics: dict[str, float] = {}
     for task, values in results.get("results", {}).items():
+        if isinstance(values.get("sample_len"), int) and not isinstance(values["sample_len"], bool):
+            metrics[f"{prefix}/{task}/{ITEMS}"] = float(values["sample_len"])
         for key, value in values.items():
             if "," not in key or isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue

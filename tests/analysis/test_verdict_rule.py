@@ -10,6 +10,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from analysis.ablation import metric_pattern, run_value
+from analysis.claims import Check, Claim
 from analysis.families import CheckKey, Families, parse_families
 from analysis.scale import Scale
 from analysis.stats import compare_paired, holm_adjust, holm_divisors, mdd, seeds_needed, t_interval, tost_p
@@ -125,6 +126,23 @@ def test_a_metric_at_its_chance_floor_is_not_testable():
     v = judge("better", "higher", decision([0.01, 0.02, 0.015]), SCALE, reference_mean=0.26, floor=floor)
     assert v.label == NOT_TESTABLE and "chance 0.25" in v.reason
     assert judge("better", "higher", decision([0.01, 0.02, 0.015]), reference_mean=0.40, floor=floor).label == CONSISTENT
+
+
+def test_the_floor_counts_the_items_each_run_logged():
+    from analysis.ablation import items_scored
+
+    ab = handmade({"baseline": [3.0, 3.01, 3.02], "a": [2.9, 2.91, 2.92]})
+    assert items_scored(ab, "baseline", "eval/*/acc") == 0  # runs from before eval/<task>/items
+    ab.finished["metrics.eval/local_cloze_x/acc"] = 0.26
+    ab.finished["metrics.eval/local_nextsent_x/acc"] = 0.27
+    ab.finished["metrics.eval/local_cloze_x/items"] = 10.0
+    ab.finished["metrics.eval/local_nextsent_x/items"] = 95.0
+    ab.finished["metrics.eval/probe/layer_0/items"] = 500.0  # a probe's items are not the zero-shot tasks'
+    assert items_scored(ab, "baseline", "eval/*/acc") == 105
+    claim = Claim(preset="toy", paper="toy", statement="-", paper_scale="-", paper_tokens=None, default_expect="better",
+                  checks=(Check("eval/*/acc", "higher", "-", chance=0.25, items_per_task=300),))
+    row = verdicts_table(ab, claim).iloc[0]
+    assert row["floor"] == pytest.approx(Floor(0.25, 105).threshold)  # the logged 105, not 2 x 300
 
 
 def test_a_speedup_not_reached_is_never_an_interval():

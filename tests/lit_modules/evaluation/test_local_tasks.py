@@ -181,6 +181,7 @@ def test_flat_metric_names():
         }
     }
     assert flat_metrics(results) == {
+        "eval/t/items": 3.0,  # sample_len: the items scored
         "eval/t/acc": 0.5,
         "eval/t/exact_match/strict": 1.0,
         "eval/t/bits_per_byte": 2.0,
@@ -207,7 +208,11 @@ def test_lm_eval_scores_local_tasks_offline(corpus, tmp_path):
         "eval/local_ppl_shakespeare/bits_per_byte",
         "eval/local_ppl_shakespeare/byte_perplexity",
         "eval/local_ppl_shakespeare/word_perplexity",
+        "eval/local_cloze_shakespeare/items",
+        "eval/local_nextsent_shakespeare/items",
+        "eval/local_ppl_shakespeare/items",
     }
+    assert outcome.metrics["eval/local_cloze_shakespeare/items"] == 8  # limit=8: what was scored
     # bits per byte and byte perplexity are two views of the same number
     bpb = outcome.metrics["eval/local_ppl_shakespeare/bits_per_byte"]
     assert outcome.metrics["eval/local_ppl_shakespeare/byte_perplexity"] == pytest.approx(2**bpb, rel=1e-6)
