@@ -14,8 +14,9 @@ This module decides, from the numbers the row prints and nothing else (shared/re
      1 - 2 alpha / k and "no effect" means it lies inside [-M, +M].
 2. NOT DECIDABLE FIRST. No measurement, fewer than MIN_SEEDS paired seeds, a metric at its chance floor
    (the reference's mean accuracy below chance + 2 binomial standard errors of the items scored: *not
-   testable at this scale*, the chance level shown), or a speedup an arm did not reach on some seed (*did
-   not reach*, with its closest approach; never an interval). An arm equal to its reference on every seed
+   testable at this scale*, the chance level shown), a reference with the same value on every seed (the
+   metric does not move: *not testable*), or a speedup an arm did not reach on some seed (*did not reach*,
+   with its closest approach; never an interval). An arm equal to its reference on every seed
    has no t to compute and no difference to find: *no detectable effect*, said so.
 3. DIRECTION. Interval excludes 0 on the claimed side: *reproduced* (primary) / *consistent with the paper*
    (secondary); on the other side: *opposite* / *consistent with the opposite*; contains 0: *no detectable
@@ -77,7 +78,8 @@ RULE_TEXT = (
     "1 - alpha/k, so 'Holm p < alpha' and 'interval excludes 0' are one statement. A 'none' claim with a "
     "declared margin M is a TOST: its interval (1 - 2 alpha/k) inside [-M, M] is 'no effect'. Before any "
     f"direction: fewer than {MIN_SEEDS} paired seeds, a metric at its chance floor (reference mean below chance "
-    "+ 2 binomial standard errors: not testable at this scale), or a speedup not reached on some seed (did not "
+    "+ 2 binomial standard errors) or a reference with one value on every seed (both: not testable at this "
+    "scale), or a speedup not reached on some seed (did not "
     "reach, with the closest approach; never an interval). Direction: the interval wholly on the claimed side "
     "(reproduced), wholly on the other (opposite), or containing 0 (no detectable effect at this power; the "
     "MDD column is that power). Magnitude against the paper's effect in our units: the interval contains it "
@@ -156,8 +158,9 @@ def magnitude(low: float, high: float, paper_effect: float | None) -> str:
 
 def judge(expect: str | None, better: str, d: Decision, scale: Scale | None = None,
           paper_effect: float | None = None, reference_mean: float = math.nan, floor: Floor | None = None,
-          not_reached: str = "", same_grid: bool = True) -> Verdict:
-    """Rules 2-5 of the module docstring for one row. `not_reached`: a speedup's did-not-reach text."""
+          not_reached: str = "", same_grid: bool = True, reference_sd: float = math.nan) -> Verdict:
+    """Rules 2-5 of the module docstring for one row. `not_reached`: a speedup's did-not-reach text;
+    `reference_sd`: the reference's sd over its seeds (0: it does not move)."""
     scale_text = scale.describe(d.n) if scale else "scale: unknown"
 
     def said(label: str, why: str, short: str, mag: str = MAG_NONE) -> Verdict:
@@ -176,6 +179,9 @@ def judge(expect: str | None, better: str, d: Decision, scale: Scale | None = No
         return said(NOT_TESTABLE, f"the reference's mean {reference_mean:.3f} is below chance {floor.chance:.3g} + "
                                   f"2 binomial SE of {floor.items} items = {floor.threshold:.3f}: at the chance floor",
                     f"at chance ({floor.chance:.3g})")
+    if reference_sd == 0:
+        return said(NOT_TESTABLE, f"the reference gives the same value on every seed ({reference_mean:.4g}): the "
+                                  "metric does not move at this scale", "reference does not move")
     if d.sd_diff == 0 and d.mean_diff == 0:  # no t to compute, and no difference on any seed to find
         return said(NO_DETECTABLE, "every paired difference is exactly 0: the arm equals its reference on every "
                                    "seed", "identical on every seed")

@@ -116,7 +116,8 @@ def _row(ab: Ablation, claim: Claim, t: _Test, p_holm: float, divisor: float, fa
                         p_holm, family_size, divisor if primary_in_family else 1.0, t.margin)
     floor = _floor(ab, check, t.reference)
     not_reached = t.speedup.not_reached_text() if t.speedup is not None else ""
-    v = judge(t.expect, check.better, decision, scale, effect, c.mean_ref, floor, not_reached, t.same_grid)
+    v = judge(t.expect, check.better, decision, scale, effect, c.mean_ref, floor, not_reached, t.same_grid,
+              t.noise.sd)
     low, high = decision.interval if not not_reached else (math.nan, math.nan)
     row = comparison_row(t.arm, t.reference, check.metric, check.better, c, t.noise)
     first_crossing = t.speedup.log_first_crossing if t.speedup is not None else {}

@@ -128,6 +128,13 @@ def test_a_metric_at_its_chance_floor_is_not_testable():
     assert judge("better", "higher", decision([0.01, 0.02, 0.015]), reference_mean=0.40, floor=floor).label == CONSISTENT
 
 
+def test_a_reference_that_does_not_move_is_not_testable():
+    v = judge("better", "higher", decision([0.01, 0.02, 0.015]), SCALE, reference_mean=0.25, reference_sd=0.0)
+    assert v.label == NOT_TESTABLE and "same value on every seed (0.25)" in v.reason
+    table = verdicts_table(handmade({"baseline": [3.0, 3.0, 3.0], "a": [2.9, 2.95, 2.92]}), toy_claim())
+    assert table.iloc[0]["verdict"] == NOT_TESTABLE and table.iloc[0]["short"] == "reference does not move"
+
+
 def test_the_floor_counts_the_items_each_run_logged():
     from analysis.ablation import items_scored
 
