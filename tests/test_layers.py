@@ -12,7 +12,7 @@ from tests.helpers.runs import REPO
 
 PACKAGES = ("lit_modules", "sweeps", "analysis")
 MODEL_LAYER = ("lit_modules.model", "lit_modules.techniques", "lit_modules.lm_module", "lit_modules.build",
-               "lit_modules.train")
+               "lit_modules.train", "lit_modules.training_run")
 
 
 def _modules() -> dict[str, object]:

@@ -37,7 +37,7 @@ class OptimConfig:
 
 
 # OptimConfig fields added after runs were recorded, at the value that means "not used": left out of a run's
-# identity hash at that value (lit_modules/train.py identity_of), as model.config.ADDED_DEFAULTS.
+# identity hash at that value (lit_modules/config/identity.py identity_of), as model.config.ADDED_DEFAULTS.
 OPTIM_ADDED_DEFAULTS = {"lamb_trust_no_decay": None}
 
 

@@ -12,7 +12,7 @@ MOE_AUX_LOADS = ("slots", "tokens")  # f_e of the balancing loss over dispatched
 
 # Fields added after runs were recorded, with the value that means "not used": a config holding exactly that
 # value is the model it was before the field existed, so the run's identity hash leaves it out
-# (lit_modules/train.py identity_of) and every recorded cell keeps its hash.
+# (lit_modules/config/identity.py identity_of) and every recorded cell keeps its hash.
 ADDED_DEFAULTS = {
     "n_experts": 0,
     "experts_top_k": 2,

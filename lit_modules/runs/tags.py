@@ -9,7 +9,7 @@ PARENT = "mlflow.parentRunId"
 
 # Every training run.
 SEED = "seed"
-CONFIG_HASH = "config_hash"  # lit_modules.train.identity_of + repro.config_hash: the run's identity
+CONFIG_HASH = "config_hash"  # lit_modules.config.identity.identity_of + repro.config_hash: the run's identity
 CHECKPOINT_DIR = "checkpoint_dir"  # where last.ckpt, its checksum, config.json and the owner lock live
 END_REASON = "end_reason"
 RESUMED = "resumed"

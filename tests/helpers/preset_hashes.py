@@ -1,4 +1,4 @@
-"""The config hash (the run's identity, lit_modules/train.py identity_of) of every cell of the presets that
+"""The config hash (the run's identity, lit_modules/config/identity.py identity_of) of every cell of the presets that
 existed before the variants (LoRA, MoE, optimizers): new config fields must leave these unchanged, or every
 finished evidence cell would be rerun instead of skipped.
 
@@ -27,7 +27,7 @@ def arms(preset: str) -> list[str]:
 
 
 def cell_hash(overrides: list[str]) -> str:
-    from lit_modules.train import identity_of
+    from lit_modules.config.identity import identity_of
 
     cfg = validated(compose_run_config(overrides)).config
     return repro.config_hash(identity_of(OmegaConf.to_container(cfg, resolve=True)))

@@ -190,6 +190,7 @@ def test_the_finetune_reaches_the_store_its_base_was_found_in_not_the_masked_rec
     import json
 
     import lit_modules.train
+    from lit_modules.training_run import RunResult
 
     runs_dir, base_id = base
     sidecar = Path(mlflow_client(runs_dir).get_run(base_id).data.tags["checkpoint_dir"]) / "config.json"
@@ -200,7 +201,7 @@ def test_the_finetune_reaches_the_store_its_base_was_found_in_not_the_masked_rec
 
     def capture(cfg, **kwargs):
         seen["uri"] = cfg.logger.tracking_uri
-        return lit_modules.train.RunResult(None, "DRY_RUN")
+        return RunResult(None, "DRY_RUN")
 
     monkeypatch.setattr(lit_modules.train, "run", capture)
     sidecar.write_text(json.dumps(record))

@@ -123,12 +123,12 @@ def unreachable_server(monkeypatch) -> None:
 
 
 def test_unreachable_server_is_refused_in_seconds_before_data_is_built(unreachable_server, runs_dir, monkeypatch):
-    from lit_modules import train
+    from lit_modules import training_run
 
     def no_data(cfg):
         raise AssertionError("data was built before the store was checked")
 
-    monkeypatch.setattr(train, "build_data", no_data)
+    monkeypatch.setattr(training_run, "build_data", no_data)
     start = time.perf_counter()
     with pytest.raises(ConfigError, match="127.0.0.1:9 is unreachable") as err:
         run(compose_run_config(tiny_overrides(runs_dir)))
@@ -185,10 +185,10 @@ def test_a_store_path_that_cannot_be_created_is_one_sentence_before_data(runs_di
     line = refusal(cli("lit_modules.train", *tiny_overrides(runs_dir, steps=2),
                        env={"MLFLOW_TRACKING_URI": "sqlite:////proc/nope/x.db"}), runs_dir)
     assert "sqlite:////proc/nope/x.db cannot be created: /proc takes no new folder" in line
-    from lit_modules import train
+    from lit_modules import training_run
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////proc/nope/x.db")
-    monkeypatch.setattr(train, "build_data", lambda cfg: pytest.fail("data was built before the store was checked"))
+    monkeypatch.setattr(training_run, "build_data", lambda cfg: pytest.fail("data was built before the store was checked"))
     with pytest.raises(ConfigError, match="cannot be created"):
         run(compose_run_config(tiny_overrides(runs_dir, steps=2)))
     assert not runs_dir.exists()
