@@ -92,8 +92,9 @@ finetune: setup ## fine-tune a finished run with the fixed recipe: make finetune
 plasticity: setup ## weight decay x TPP grid, fine-tune every base, plasticity table
 	$(PY) -m sweeps.plasticity $(ARGS)
 
-test: setup ## the test suite (offline, ~13-15 min on 2 cores; the 15 slowest tests listed at the end)
-	$(PY) -m pytest -q --durations=15
+TEST_WORKERS ?= 2
+test: setup ## the test suite (offline; TEST_WORKERS=2 processes of one thread each; the 15 slowest tests listed)
+	$(PY) -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: setup ## the slow end-to-end tests
 	$(PY) -m pytest -m slow

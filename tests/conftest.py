@@ -11,6 +11,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.pop("MLFLOW_TRACKING_URI", None)  # tests use their own store under tmp_path
+# Under pytest-xdist (make test runs -n 2 on 2 cores) each worker and the processes it starts get one
+# thread: two workers asking for two OpenMP threads each would oversubscribe the cores (10x slower).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
 # Reports that sweeps and ablations write at the end go to a scratch folder, never the repo's reports/.
 os.environ["LLM_REPORTS_DIR"] = tempfile.mkdtemp(prefix="llm-ablate-reports-")
 
