@@ -117,7 +117,7 @@ UI_SHOTS ?=
 test-ui: setup $(UI_STAMP) ## the MLflow UI in a real browser: names, nesting, the HTML report, loss charts first (~1 min after set-up)
 	LLM_UI_SHOTS=$(UI_SHOTS) $(PY) -m pytest -q -m ui tests/lit_modules/tracking/test_ui_browser.py
 
-bench: setup ## speed ratios, min/median/max over repeats -> bench_results/bench.json (ARGS="--strict": fail if noisy)
+bench: setup ## speed ratios and the CPU's FLOP limit: medians, 95% intervals over interleaved blocks (thread CPU time), ~25 min -> bench_results/bench.json (ARGS="--quick": smoke; "--strict": fail if noisy)
 	$(PY) -m lit_modules.bench $(ARGS)
 
 gpu-check: setup ## one GPU, <= 8 min: GPT-2-124M bf16+compile tokens/s, MFU, resume, PC/WISCA -> bench_results/gpu.json

@@ -98,7 +98,19 @@ def bench_config(overrides: list[str], steps: int):
     return bench_checked(overrides, steps).config
 
 
-def _lightning_fit(overrides: list[str], steps: int, warmup: int, wrap=None) -> tuple[_StepTimer, list]:
+class _StepHook(L.Callback):
+    """Calls `hook(step)` at the first batch of every optimizer step (`bench.turns` hands turns on there)."""
+
+    def __init__(self, hook):
+        self.hook, self.seen = hook, -1
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step != self.seen:
+            self.seen = trainer.global_step
+            self.hook(trainer.global_step)
+
+
+def _lightning_fit(overrides: list[str], steps: int, warmup: int, wrap=None, hook=None) -> tuple[_StepTimer, list]:
     checked = bench_checked(overrides, steps + warmup)
     cfg, budget, techniques = checked.config, checked.budget, checked.techniques
     data = build_data(cfg)
@@ -114,7 +126,8 @@ def _lightning_fit(overrides: list[str], steps: int, warmup: int, wrap=None) -> 
         max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0, logger=MemoryLogger(),
         log_every_n_steps=cfg.trainer.log_every_n_steps, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, gradient_clip_val=cfg.optim.grad_clip or None,
-        accumulate_grad_batches=cfg.trainer.accumulate_grad_batches, callbacks=[*callbacks, timer],
+        accumulate_grad_batches=cfg.trainer.accumulate_grad_batches,
+        callbacks=[*callbacks, timer, *([_StepHook(hook)] if hook is not None else [])],
     )
     trainer.fit(module, datamodule=data.datamodule)
     return timer, callbacks
@@ -133,8 +146,27 @@ def lightning_step_timing(overrides: list[str], steps: int, warmup: int = 10) ->
     return timer.seconds_per_step(), timer.warmup_excess_seconds()
 
 
-def plain_seconds_per_step(overrides: list[str], steps: int, warmup: int = 10) -> float:
-    """The same model, optimizer, schedule, clipping, batches and per-step callback work, by hand."""
+def lightning_workload(overrides: list[str]):
+    """`bench.turns` workload: a real fit of `steps` optimizer steps (the Lightning path, as timed above)."""
+
+    def run(hook, steps: int) -> None:
+        _lightning_fit(overrides, steps, 0, hook=hook)
+
+    return run
+
+
+def plain_workload(overrides: list[str]):
+    """`bench.turns` workload: the plain loop's `steps` steps."""
+
+    def run(hook, steps: int) -> None:
+        plain_seconds_per_step(overrides, steps, warmup=0, on_step=hook)
+
+    return run
+
+
+def plain_seconds_per_step(overrides: list[str], steps: int, warmup: int = 10, on_step=None) -> float:
+    """The same model, optimizer, schedule, clipping, batches and per-step callback work, by hand;
+    `on_step(step)` is called at the start of every step (a `bench.turns` hook)."""
     cfg = bench_config(overrides, steps + warmup)
     if cfg.techniques and any(v is not None for v in cfg.techniques.values()):
         raise ValueError("the plain loop has no technique callbacks: compare it with the baseline only")
@@ -151,6 +183,8 @@ def plain_seconds_per_step(overrides: list[str], steps: int, warmup: int = 10) -
     model.train()
     start = window_start = None
     for step in range(budget.steps):
+        if on_step is not None:
+            on_step(step)
         if step == warmup:
             start = window_start = time.perf_counter()
         x, y = next(stream)

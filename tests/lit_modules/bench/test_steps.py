@@ -6,7 +6,14 @@ from __future__ import annotations
 import math
 
 from lit_modules.bench import steps
-from lit_modules.bench.steps import MemoryLogger, callback_shares, lightning_seconds_per_step, plain_seconds_per_step
+from lit_modules.bench.steps import (
+    MemoryLogger,
+    callback_shares,
+    lightning_seconds_per_step,
+    lightning_workload,
+    plain_seconds_per_step,
+    plain_workload,
+)
 
 SHORT = ["model=tiny", "data.seq_len=32", "data.batch_size=4", "trainer.log_every_n_steps=5"]
 
@@ -35,3 +42,10 @@ def test_callback_shares_cover_every_per_step_callback_and_the_module_logging():
     shares = callback_shares(SHORT, 10, warmup=5)
     assert {"DivergenceGuard", "TokenProgress", "Throughput", "module.log", "module.grad_norm"} <= set(shares)
     assert all(0 <= share < 1 for share in shares.values())
+
+
+def test_both_workloads_call_the_hook_once_at_the_start_of_every_step():
+    for workload in (plain_workload(SHORT), lightning_workload(SHORT)):
+        seen: list[int] = []
+        workload(seen.append, 4)
+        assert seen == [0, 1, 2, 3]
