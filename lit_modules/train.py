@@ -99,6 +99,20 @@ def _refuse(err: Exception) -> NoReturn:
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
 
+def _validate_jobs(jobs: list[DictConfig]) -> None:
+    """Every job of a grid is checked before the first one trains: a bad value in a later job would otherwise
+    stop the grid midway, with the earlier jobs trained and recorded."""
+    from omegaconf import open_dict
+
+    from lit_modules.config.validate import validate
+
+    for job in jobs:
+        cfg = job.copy()
+        with open_dict(cfg):
+            cfg.pop("hydra", None)
+        validate(cfg)
+
+
 def main() -> None:
     """A single run is composed here and never enters Hydra's run mode, which makes its output folder
     before any check could refuse the input; a `-m` grid goes to Hydra once every job composes.
@@ -117,6 +131,7 @@ def main() -> None:
         enable_stop_deadline()
         if multirun:
             jobs = compose_multirun(overrides)
+            _validate_jobs(jobs)
         else:
             cfg = compose_run_config(overrides)
     except ConfigError as err:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from lit_modules.quiet import DRIVER_PRINTS_ENV, quiet_libraries  # first: before tqdm is imported
 
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -82,6 +83,9 @@ def parse_args(argv: list[str]) -> Grid:
                 only_seeds=words["seeds"] or [], overrides=words.rest, runs_dir=words["runs_dir"])
 
 
+SLURM_TOOLS = ("sbatch", "srun")  # what submitit's SLURM launcher calls
+
+
 def read_grid(grid: Grid) -> None:
     """Arms and seeds come from the preset's hydra.sweeper.params, the same lines multirun expands."""
     if not files.has_option("experiment", grid.experiment):
@@ -95,6 +99,10 @@ def read_grid(grid: Grid) -> None:
     if grid.launcher and not files.has_option("hydra/launcher", grid.launcher):
         known = ", ".join(files.options("hydra/launcher"))
         raise ConfigError(f"launcher={grid.launcher} is not in conf/hydra/launcher/ (known: {known}).")
+    missing = [tool for tool in SLURM_TOOLS if shutil.which(tool) is None] if grid.launcher == "slurm" else []
+    if missing:  # submitit finds out only inside the multirun, after the grid's parent run is open
+        raise ConfigError(f"launcher=slurm submits cells to SLURM, and this machine has no {' or '.join(missing)} "
+                          "(not a SLURM login node); run it there, or use launcher=submitit_local or no launcher.")
     if grid.only_arms:
         short = {a.rsplit("/", 1)[-1]: a for a in grid.arms}
         unknown = [a for a in grid.only_arms if a not in short]

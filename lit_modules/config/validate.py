@@ -19,6 +19,7 @@ from lit_modules.distributed.ranks import launch_problems, launched_ranks
 OPTIMIZERS = ("adamw", "muon", "adam_mini", "nadam", "lamb")
 SCHEDULES = ("cosine", "wsd", "constant")
 WD_EXCLUDE = ("none", "norms_biases", "norms_biases_embeddings")
+MUON_ADJUST_LR = ("original", "match_rms_adamw")  # torch.optim.Muon's adjust_lr_fn
 PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "64-true")
 ACCELERATORS = ("cpu", "gpu", "cuda", "auto")
 STRATEGIES = ("auto", "ddp", "ddp_spawn", "ddp_fork", "fsdp")
@@ -40,6 +41,8 @@ def _basic_problems(cfg: DictConfig) -> list[str]:
         p.append("optim.betas must be two numbers in [0, 1).")
     if o.grad_clip < 0:
         p.append("optim.grad_clip must be >= 0 (0 disables clipping).")
+    if o.name == "muon" and o.muon_adjust_lr not in MUON_ADJUST_LR:
+        p.append(f"optim.muon_adjust_lr must be one of {', '.join(MUON_ADJUST_LR)}, not '{o.muon_adjust_lr}'.")
     if o.lamb_trust_no_decay is not None and o.name != "lamb":
         p.append(f"optim.lamb_trust_no_decay applies to optim=lamb only, and this run's optimizer is {o.name}.")
     if s.name not in SCHEDULES:

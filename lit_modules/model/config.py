@@ -91,7 +91,7 @@ class LlamaConfig:
             out.append(f"norm_eps must be >= 0, got {self.norm_eps}.")
         if self.n_experts < 0 or self.n_experts == 1:
             out.append(f"n_experts must be 0 (dense) or at least 2, got {self.n_experts}.")
-        if self.is_moe and not 1 <= self.experts_top_k <= self.n_experts:
+        if self.n_experts >= 2 and not 1 <= self.experts_top_k <= self.n_experts:
             out.append(f"experts_top_k must be between 1 and n_experts ({self.n_experts}), got {self.experts_top_k}.")
         if self.expert_d_ff is not None and self.expert_d_ff <= 0:
             out.append(f"expert_d_ff must be positive (or null for d_ff), got {self.expert_d_ff}.")

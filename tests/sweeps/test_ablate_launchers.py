@@ -19,3 +19,13 @@ def test_an_unknown_launcher_is_one_sentence_before_anything_exists(runs_dir: Pa
     err = capsys.readouterr().err
     assert "launcher=slrum is not in conf/hydra/launcher/" in err and "slurm" in err and "submitit_local" in err
     assert not runs_dir.exists() and all_runs(runs_dir) == []
+
+
+def test_slurm_where_there_is_no_slurm_is_one_sentence_before_the_parent_run(runs_dir: Path, capsys,
+                                                                             monkeypatch) -> None:
+    """submitit found out inside the multirun ("Could not detect srun"), after the grid's parent was open."""
+    monkeypatch.setenv("PATH", str(runs_dir.parent / "no-tools"))  # no sbatch, no srun
+    assert ablate_main(["experiment=smoke", "launcher=slurm", f"runs_dir={runs_dir}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "launcher=slurm submits cells to SLURM, and this machine has no sbatch or srun" in err[0]
+    assert not runs_dir.exists()

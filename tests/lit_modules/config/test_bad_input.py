@@ -103,6 +103,27 @@ def test_multirun_with_a_bad_value_is_refused_before_hydra_makes_its_sweep_folde
     assert "optim.lr=fast" in line
 
 
+def test_multirun_with_one_impossible_job_is_refused_before_the_first_trains(runs_dir: Path) -> None:
+    """Each value composes, the second job cannot run: the first job used to train and stay recorded."""
+    line = refusal(cli("lit_modules.train", "-m", "model=tiny_moe", "model.experts_top_k=1,9", "regime=steps",
+                       "trainer.max_steps=2", f"runs_dir={runs_dir}"), runs_dir)
+    assert "experts_top_k must be between 1 and n_experts (4), got 9." in line
+
+
+@pytest.mark.parametrize("override,sentence", [
+    ("model.n_experts=1", "n_experts must be 0 (dense) or at least 2, got 1."),
+    ("optim.muon_adjust_lr=bogus", "optim.muon_adjust_lr must be one of original, match_rms_adamw, not 'bogus'."),
+])
+def test_newer_knobs_are_one_sentence_before_a_run_opens(override, sentence, runs_dir: Path) -> None:
+    """n_experts=1 said two sentences (the top-k check against one expert too); a bad muon_adjust_lr was a
+    ValueError from torch inside the opened run."""
+    extra = ["model=tiny_moe"] if override.startswith("model.") else ["optim=muon"]
+    with pytest.raises(ConfigError) as err:
+        run(compose_run_config([*tiny_overrides(runs_dir, steps=2), *extra, override]))
+    assert str(err.value) == sentence
+    assert not runs_dir.exists()
+
+
 # --- item 6: a held-out split too short for data.val_batches ----------------------------------------
 
 
