@@ -35,7 +35,17 @@ class InitWeights:
     state_dict: dict
 
     def load_into(self, model: torch.nn.Module) -> None:
-        missing, unexpected = model.load_state_dict(model_weights({"state_dict": self.state_dict}), strict=False)
+        weights = model_weights({"state_dict": self.state_dict})
+        own = model.state_dict()
+        # load_state_dict raises a multi-line RuntimeError on a shape mismatch: say the first one instead.
+        for name, tensor in weights.items():
+            if name in own and own[name].shape != tensor.shape:
+                raise ConfigError(
+                    f"The checkpoint {self.checkpoint} does not fit this model: {name} is "
+                    f"{tuple(tensor.shape)} there and {tuple(own[name].shape)} here; build the same model "
+                    "(model=..., its sizes) as the run that wrote it."
+                )
+        missing, unexpected = model.load_state_dict(weights, strict=False)
         if missing or unexpected:
             raise ConfigError(
                 f"The checkpoint {self.checkpoint} does not fit this model (missing {len(missing)}, "

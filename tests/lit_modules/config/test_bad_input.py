@@ -255,6 +255,15 @@ def test_sweep_storage_that_is_no_database_url_is_one_sentence(runs_dir: Path) -
     assert "is not a database URL SQLAlchemy knows" in line
 
 
+def test_init_from_a_run_of_another_size_is_one_sentence(runs_dir: Path) -> None:
+    """load_state_dict's multi-line size-mismatch RuntimeError used to end `lora=lora model=small` (rc 1)."""
+    base = run(compose_run_config(tiny_overrides(runs_dir, steps=2)))
+    with pytest.raises(ConfigError) as err:
+        run(compose_run_config(tiny_overrides(runs_dir, steps=2, model="small", lora="lora", init_from=base.run_id)))
+    assert "does not fit this model: tok_emb.weight is (259, 64) there and (259, 128) here" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize("key", ["resume", "init_from"])
 def test_looking_up_an_unknown_run_id_creates_no_store(runs_dir: Path, key: str) -> None:
     line = refusal(cli("lit_modules.train", f"{key}={'0123456789abcdef' * 2}", f"runs_dir={runs_dir}"), runs_dir)
