@@ -5,13 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.data import DataError
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad arguments are one line (the house rule), not argparse's usage block followed by the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message}; {' '.join(self.format_usage().split())}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lit_modules.export",
+    parser = _OneLineParser(prog="python -m lit_modules.export",
                                      description="Export a run's merged model (every technique's inference form).")
     formats = parser.add_subparsers(dest="format", required=True)
     for name, out, what in (("hf", "folder", "a Hugging Face Llama folder (+ PEFT adapters for a LoRA run)"),

@@ -164,3 +164,12 @@ def test_what_cannot_be_exported_is_refused_in_one_sentence_and_nothing_is_writt
     copy = Path(shutil.copytree(ckpt, tmp_path / "copy", ignore=shutil.ignore_patterns("*.sha256")))
     assert export_main(["hf", str(copy), str(tmp_path / "c")]) == 2  # no checksum: not trusted
     assert "has no checksum file" in capsys.readouterr().err and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("argv", [["bogus", "x", "y"], ["hf"]])
+def test_bad_arguments_are_one_line(argv, capsys):
+    """argparse printed its usage block, then the error: two lines."""
+    with pytest.raises(SystemExit) as stop:
+        export_main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1 and err[0].startswith("error: ") and "usage: " in err[0]
