@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import lightning as L
 import torch
+from torch import nn
 
 from lit_modules.techniques.wisca.opt_state import apply_opt_state_policy
+from lit_modules.techniques.wisca.rescales import Rescale
 
-if TYPE_CHECKING:
-    from lit_modules.techniques.wisca.technique import Wisca
+
+class WiscaSchedule(Protocol):
+    """What the hook reads from the technique (`technique.Wisca` is one): when to transition and how."""
+
+    at_init: bool
+    init_metrics: dict[str, float]
+    every_n_steps: int
+    opt_state: str
+
+    def transition(self, model: nn.Module) -> tuple[list[Rescale], dict[str, float]]: ...
 
 
 class WiscaTransitions(L.Callback):
     """Applies WISCA every N optimizer steps and logs `wisca/transitions` and per-layer ratios/scales."""
 
-    def __init__(self, technique: Wisca):
+    def __init__(self, technique: WiscaSchedule):
         self.technique = technique
         self.transitions = 0
         self.last_step = 0  # global step of the last periodic transition (saved in checkpoints)
