@@ -4,9 +4,10 @@ figures and a CSV of every table, in one folder.
 It states the paper's claim (analysis/claims.py), the scale of every arm (parameters, tokens, tokens per
 parameter, seeds), what the runs measured (paired-seed differences with Student-t intervals, t and sign-flip
 tests, the reference's seed sd and MDD, tokens to reach the reference's final loss, wall-time overhead), a
-verdict per arm and check under the explicit rule (analysis/verdict.py), the figures whose data exist (the
-core ones and those each technique declares in its report.yaml) and, when the grid's runs were
-fine-tuned, the plasticity table (analysis/plasticity.py).
+verdict per arm and check under the explicit rule (analysis/verdict.py), each primary check's trend over model
+sizes (analysis/trend_report.py), the figures whose data exist (the core ones and those each technique
+declares in its report.yaml) and, when the grid's runs were fine-tuned, the plasticity table
+(analysis/plasticity.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from analysis.seeds import seed_key
 from analysis.sections import Section, first_value
 from lit_modules.technique_reports import figure_specs
 from analysis.scale import MATCHED_TPP, count, number
+from analysis.trend_report import trend_section
 from analysis.verdict import PRIMARY, RULE_TEXT
 
 
@@ -61,6 +63,7 @@ def render_ablation(ab: Ablation, claim: Claim, out: Path, provenance: dict | No
         _claim_section(claim),
         _measured_section(ab, claim),
         _verdict_section(verdicts, families, provenance),
+        trend_section(ab, verdicts, out),
         _arm_summary_section(summary),
         _effects_section(effects, metrics),
         _noise_section(noise),

@@ -1,0 +1,95 @@
+"""The trend over rungs: a weighted line of the per-rung effects against ln N, and the words for it."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.report import render_report
+from analysis.trend import CHANGES_SIGN, GROWS, NO_TREND, NOT_FROM_TWO, SHRINKS, Z95, fit_trend
+from analysis.trend_report import is_rung
+from tests.helpers.handmade_ablation import handmade
+
+SIZES = [100_000, 400_000, 1_600_000]
+
+
+def test_three_rungs_with_effects_exactly_linear_in_log_n_give_that_slope() -> None:
+    effects = [0.1 - 0.01 * math.log(n) for n in SIZES]  # -0.015, -0.029, -0.043: a loss falling further
+    ses = [0.002, 0.003, 0.004]
+    trend = fit_trend(SIZES, effects, ses, claimed=-1)
+    assert trend.slope == pytest.approx(-0.01, rel=1e-9) and trend.rungs == 3 and trend.inflation == 1.0
+    # The interval is the normal one with the SEs as known: numpy's weighted fit, unscaled covariance.
+    _, cov = np.polyfit(np.log(SIZES), effects, 1, w=1 / np.array(ses), cov="unscaled")
+    assert (trend.high - trend.low) / 2 == pytest.approx(Z95 * math.sqrt(cov[0, 0]), rel=1e-9)
+    assert trend.high < 0 and trend.statement == GROWS
+    assert trend.direction == "in the claimed direction at the largest rung"
+
+
+def test_two_rungs_are_not_a_trend() -> None:
+    trend = fit_trend(SIZES[:2], [-0.01, -0.03], [0.001, 0.001], claimed=-1)
+    assert trend.statement == NOT_FROM_TWO == "not estimable from two rungs" and math.isnan(trend.slope)
+    # A rung without a standard error (too few seeds) is no point: three rungs measured, two usable.
+    assert fit_trend(SIZES, [-0.01, -0.02, -0.03], [0.001, math.nan, 0.001]).statement == NOT_FROM_TWO
+
+
+def test_scatter_beyond_the_errors_widens_the_interval_to_no_detectable_trend() -> None:
+    trend = fit_trend(SIZES, [0.01, -0.01, 0.005], [0.004, 0.004, 0.004], claimed=-1)
+    assert trend.inflation > 1 and trend.low < 0 < trend.high and trend.statement == NO_TREND
+
+
+def test_the_statement_reads_the_size_of_the_effect_and_its_sign_against_the_claim() -> None:
+    ses = [0.001] * 3
+    # A benefit fading toward 0 with N: |effect| shrinks (still in the claimed direction at the top).
+    fading = fit_trend(SIZES, [-0.04, -0.03, -0.02], ses, claimed=-1)
+    assert fading.statement == SHRINKS and fading.direction.startswith("in the claimed")
+    # A harm growing with N: |effect| grows, against the claimed direction.
+    harm = fit_trend(SIZES, [0.01, 0.02, 0.03], ses, claimed=-1)
+    assert harm.statement == GROWS and harm.direction.startswith("against the claimed")
+    # The line crosses 0 between the rungs.
+    assert fit_trend(SIZES, [-0.02, 0.0, 0.02], ses, claimed=-1).statement == CHANGES_SIGN
+    assert fit_trend(SIZES, [-0.02, 0.0, 0.02], ses, claimed=0).direction == "the paper claims no effect"
+
+
+def test_rungs_are_the_base_size_and_its_x_factor_variants() -> None:
+    assert all(map(is_rung, ["", "-", "x4", "x0.25", "x16"]))
+    assert not any(map(is_rung, ["gqa", "lr3e-3", "tuned", "x4@lr3e-3", "xl"]))
+
+
+def _ladder(rungs: dict[str, int]) -> pd.DataFrame:
+    """Paired effects exactly 0.1 - 0.01 ln N at each rung, seed noise +-0.003 around them (mean exact)."""
+    values = {}
+    for variant, n in rungs.items():
+        suffix = f"@{variant}" if variant else ""
+        base = [3.0, 3.01, 3.02]
+        effect = 0.1 - 0.01 * math.log(n)
+        values[f"baseline{suffix}"] = base
+        values[f"no_decay{suffix}"] = [b + effect + e for b, e in zip(base, (0.003, 0.0, -0.003))]
+    return values
+
+
+def test_the_report_writes_trend_csv_and_rungs_csv(tmp_path) -> None:
+    rungs = {"": SIZES[0], "x4": SIZES[1], "x16": SIZES[2]}
+    ab = handmade(_ladder(rungs), claim="smoke", params={"x4": SIZES[1], "x16": SIZES[2]})
+    report = render_report(ab, tmp_path).read_text()
+    trend = pd.read_csv(tmp_path / "trend.csv")
+    assert len(trend) == 1
+    row = trend.iloc[0]
+    assert (row["check"], row["arm_family"], row["reference_family"]) == ("val/loss", "no_decay", "baseline")
+    assert row["slope"] == pytest.approx(-0.01, rel=1e-6) and row["high"] < 0 and row["statement"] == GROWS
+    assert row["rungs_fitted"] == 3 and "x16 (N=1.6M)" in row["rungs"]
+    scale = pd.read_csv(tmp_path / "rungs.csv", keep_default_na=False)
+    assert scale["rung"].tolist() == ["-", "x4", "x16"]
+    assert scale["params_non_embedding"].tolist() == SIZES
+    assert scale["tpp"].tolist() == pytest.approx([2_000_000 / n for n in SIZES])
+    assert {"params_total", "tokens", "reference"} <= set(scale.columns)
+    assert "## Trend with scale" in report and "grows with scale" in report
+
+
+def test_two_rungs_in_the_report_say_not_estimable_and_one_rung_draws_nothing(tmp_path) -> None:
+    ab = handmade(_ladder({"": SIZES[0], "x4": SIZES[1]}), claim="smoke", params={"x4": SIZES[1]})
+    render_report(ab, tmp_path / "two")
+    trend = pd.read_csv(tmp_path / "two" / "trend.csv")
+    assert trend["statement"].tolist() == [NOT_FROM_TWO] and trend["slope"].isna().all()
+    one = render_report(handmade(_ladder({"": SIZES[0]}), claim="smoke"), tmp_path / "one").read_text()
+    assert not (tmp_path / "one" / "trend.csv").exists() and "Trend with scale" not in one
