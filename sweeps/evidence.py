@@ -12,7 +12,8 @@ the ablation driver under ONE MLflow parent per preset, cells in parallel on thi
 FINISHED are skipped, so an interrupted `make evidence` is finished by running it again. A spec may name
 a fine-tuning recipe: every finished base is then fine-tuned with it (in parallel, skipping done ones),
 and with `finetune_eval: [tasks]` every fine-tuned model is then scored zero-shot on those lm-eval tasks
-(`local` = the local tasks of the fine-tune's target corpus), into the fine-tune's own run.
+(`local` = the local tasks of the fine-tune's target corpus), into the fine-tune's own run
+(sweeps/finetune_stage.py).
 Then the grid is exported to `results/<paper>/` (CSV measurements + provenance), the report is written
 there from those files alone, and `RESULTS.md` is regenerated from every `results/*/`.
 """
@@ -23,12 +24,8 @@ import os
 import shlex
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, fields
-from functools import partial
-from multiprocessing import get_context
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
 
 from omegaconf import OmegaConf
 
@@ -36,10 +33,8 @@ from lit_modules.config import files
 from lit_modules.config.arguments import HYDRA, NAMES, POSITIVE_INT, Arg, Prefix, Verb, parse_words
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.finetune_recipe import FinetuneRecipe, load_recipe
-from lit_modules.runs import tags
-
-if TYPE_CHECKING:
-    from mlflow.tracking import MlflowClient
+from sweeps.finetune_stage import evaluate_finetunes, finetune_bases, finetunes_to_score
+from sweeps.wall_clock import WallClock
 
 SPEC_DIR = files.group_dir("evidence")  # driver specs (a test points this at its own folder)
 REPO = files.CONF_DIR.parent
@@ -186,91 +181,6 @@ def declared_checks(spec: EvidenceSpec) -> dict:
     return {"checks_sha256": checks_sha256(families, claim), "checks_primary": declared_keys(families)}
 
 
-def _finetune_one(base_run_id: str, recipe, runs_dir: str) -> str:
-    """One fine-tune in a worker process with one thread (cores are shared with the other workers)."""
-    import torch
-
-    from lit_modules.finetune import finetune
-
-    torch.set_num_threads(1)
-    return finetune(base_run_id, recipe, runs_dir, overrides=["trainer.num_threads=1"]).line()
-
-
-def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> int:
-    """Fine-tune every finished base of the preset's grid that lacks this recipe's fine-tune; failures count."""
-    from mlflow.tracking import MlflowClient
-
-    from lit_modules.config.finetune_recipe import recipe_hash
-    from lit_modules.runs.search import ABLATION, find_parent, finished_finetune, grid_bases
-    from lit_modules.tracking.store import tracking_uri
-
-    client = MlflowClient(tracking_uri(None, args.runs_dir))
-    recipe = load_recipe(spec.finetune, args.recipe_overrides)
-    parent = find_parent(client, spec.preset, kinds=(ABLATION,))
-    bases = grid_bases(client, parent) if parent is not None else []
-    todo = [b.info.run_id for b in bases if finished_finetune(client, b, recipe_hash(recipe)) is None]
-    print(f"[{spec.paper}] fine-tuning {len(todo)} of {len(bases)} base runs with recipe '{spec.finetune}' "
-          f"({workers} workers x 1 thread)", flush=True)
-    return each_in_workers(partial(_finetune_one, recipe=recipe, runs_dir=args.runs_dir), todo, workers, "fine-tune of")
-
-
-def each_in_workers(job: Callable[[str], str], run_ids: list[str], workers: int, what: str) -> int:
-    """`job(run_id)` for every run id in spawned worker processes, each finished one's line printed; the
-    failures, counted (one failing run must not stop the others)."""
-    failed = 0
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(job, run_id): run_id for run_id in run_ids}
-        for future in as_completed(futures):
-            try:
-                print(f"  {future.result()}", flush=True)
-            except Exception as err:  # noqa: BLE001 - reported and counted, the others go on
-                print(f"  {what} {futures[future]} failed: {type(err).__name__}: {err}", file=sys.stderr)
-                failed += 1
-    return failed
-
-
-def _evaluate_one(run_id: str, tasks: tuple[str, ...], runs_dir: str) -> str:
-    """Score one fine-tuned model zero-shot in a worker process with one thread, into its own run."""
-    import torch
-
-    from lit_modules.evaluation.run_eval import evaluate_finished_run
-    from lit_modules.runs.store import open_store
-
-    torch.set_num_threads(1)
-    outcome = evaluate_finished_run(run_id, {"tasks": list(tasks), "probe": False}, runs_dir)  # acc only
-    open_store(runs_dir, None).set_tag(run_id, tags.FINETUNE_EVAL_TASKS, ",".join(tasks))
-    accs = {k: v for k, v in outcome.metrics.items() if k.endswith("/acc")}
-    return f"{run_id}: " + ", ".join(f"{k}={v:.3f}" for k, v in sorted(accs.items()))
-
-
-def finetunes_to_score(client: MlflowClient, spec: EvidenceSpec,
-                       recipe_overrides: dict[str, str]) -> tuple[list[str], int]:
-    """(fine-tune run ids not yet scored on the spec's tasks, how many are) of the preset's finished grid."""
-    from lit_modules.config.finetune_recipe import recipe_hash
-    from lit_modules.runs.search import ABLATION, find_parent, finished_finetune, grid_bases
-
-    recipe_id = recipe_hash(load_recipe(spec.finetune, recipe_overrides))
-    parent = find_parent(client, spec.preset, kinds=(ABLATION,))
-    tuned = [finished_finetune(client, b, recipe_id) for b in (grid_bases(client, parent) if parent else [])]
-    wanted = ",".join(spec.finetune_eval)
-    todo = [r.info.run_id for r in tuned if r is not None and r.data.tags.get(tags.FINETUNE_EVAL_TASKS) != wanted]
-    return todo, sum(r is not None for r in tuned) - len(todo)
-
-
-def evaluate_finetunes(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> int:
-    """Score every fine-tuned model of the grid not yet scored on `finetune_eval`; failures count."""
-    from mlflow.tracking import MlflowClient
-
-    from lit_modules.tracking.store import tracking_uri
-
-    client = MlflowClient(tracking_uri(None, args.runs_dir))
-    todo, done = finetunes_to_score(client, spec, args.recipe_overrides)
-    print(f"[{spec.paper}] scoring {len(todo)} of {len(todo) + done} fine-tuned models zero-shot on "
-          f"{', '.join(spec.finetune_eval)} ({workers} workers x 1 thread)", flush=True)
-    return each_in_workers(partial(_evaluate_one, tasks=spec.finetune_eval, runs_dir=args.runs_dir), todo, workers,
-                           "scoring")
-
-
 def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
@@ -294,32 +204,6 @@ def finished_work(spec: EvidenceSpec, runs_dir: str,
     tuned = sum(finished_finetune(client, b, recipe_hash(recipe)) is not None for b in bases) if recipe else 0
     scored = finetunes_to_score(client, spec, recipe_overrides or {})[1] if recipe and spec.finetune_eval else 0
     return len(bases), tuned, scored
-
-
-class WallClock:
-    """The compute time a paper's evidence has taken so far, kept in the store's folder across calls.
-
-    Every call that runs cells adds its time, also when it is stopped or crashes, so a protocol finished
-    over several calls reports the sum of them (a killed first call is not lost); a fresh grid starts at 0.
-    """
-
-    def __init__(self, runs_dir: str, paper: str):
-        self.path = Path(runs_dir) / "evidence" / f"{paper}.wall_s"
-
-    def total(self) -> float:
-        try:
-            return float(self.path.read_text())
-        except (OSError, ValueError):
-            return 0.0
-
-    def reset(self) -> None:
-        self.path.unlink(missing_ok=True)
-
-    def add(self, seconds: float) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        tmp.write_text(repr(self.total() + seconds))
-        tmp.replace(self.path)
 
 
 def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
