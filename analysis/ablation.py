@@ -49,7 +49,7 @@ CLAIM_TAG = tags.ABLATION_CLAIM
 RUN_COLUMNS = ("run_id", "run_name", "status", "start_time", "end_time")
 KEEP_PARAMS = ("ablation.baseline", "ablation.claim", "budget.", "model.name", "optim.name", "optim.lr", "optim.weight_decay",
                "regime.", "schedule.name", "trainer.num_threads", "trainer.max_steps", "data.seq_len", "data.batch_size",
-               "seed", "init_std.")
+               "seed", "init_std.", "optim.muon_lr")  # muon_lr: the rate a tuned Muon arm ran at (analysis/lr_tuning.py)
 KEEP_TAGS = ("seed", "ablation.", "config_hash", "git_commit", "git_dirty", "end_reason", "hw.cpu_threads",
              "hw.platform", "fidelity.", "finetune.")
 # "init/std/": the initial stds of runs recorded before they became params (`init_std.*` above).

@@ -4,10 +4,10 @@ figures and a CSV of every table, in one folder.
 It states the paper's claim (analysis/claims.py), the scale of every arm (parameters, tokens, tokens per
 parameter, seeds), what the runs measured (paired-seed differences with Student-t intervals, t and sign-flip
 tests, the reference's seed sd and MDD, tokens to reach the reference's final loss, wall-time overhead), a
-verdict per arm and check under the explicit rule (analysis/verdict.py), each primary check's trend over model
-sizes (analysis/trend_report.py), the figures whose data exist (the core ones and those each technique
-declares in its report.yaml) and, when the grid's runs were fine-tuned, the plasticity table
-(analysis/plasticity.py).
+verdict per arm and check under the explicit rule (analysis/verdict.py), the learning rate each tuned arm
+got (analysis/lr_tuning_report.py), each primary check's trend over model sizes (analysis/trend_report.py),
+the figures whose data exist (the core ones and those each technique declares in its report.yaml) and, when
+the grid's runs were fine-tuned, the plasticity table (analysis/plasticity.py).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from analysis.forest import FOREST_FILE, plot_forest
 from analysis.verdict_table import verdicts_table
 from analysis.claims import Claim, split_arm
 from analysis.load_runs import numeric
+from analysis.lr_tuning_report import lr_tuning_section
 from analysis.plasticity import plasticity_tables, table_lines
 from analysis.results_data import DATA_DIR
 from analysis.results_data import safe_name as _safe
@@ -62,6 +63,7 @@ def render_ablation(ab: Ablation, claim: Claim, out: Path, provenance: dict | No
         _header(ab, claim, scale, provenance),
         _claim_section(claim),
         _measured_section(ab, claim),
+        lr_tuning_section(ab, provenance, out),
         _verdict_section(verdicts, families, provenance),
         trend_section(ab, verdicts, out),
         _arm_summary_section(summary),

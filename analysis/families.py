@@ -17,7 +17,8 @@ An ablation that is not an evidence protocol has no declaration: all its tests f
 report says the family was not declared.
 
 `checks_sha256` hashes the declaration with the claim's checks (metrics, directions, expectations, the
-paper's effects), so the provenance of an export can say what was declared when its cells ran.
+paper's effects) and the protocol's seeds per block and learning-rate grids, so the provenance of an export
+can say what was declared when its cells ran.
 """
 
 from __future__ import annotations
@@ -127,13 +128,15 @@ def validate_against(families: Families, claim: Claim, arms: list[str]) -> None:
                           f"'{claim.preset}' does not check.")
 
 
-def checks_sha256(families: Families, claim: Claim) -> str:
-    """One hash of what was declared: the families and the claim's checks and expectations."""
+def checks_sha256(families: Families, claim: Claim, protocol: dict | None = None) -> str:
+    """One hash of what was declared: the families and the claim's checks and expectations, and the
+    protocol's seeds and learning-rate grids when given (sweeps/evidence.py declared_checks)."""
     payload = {
         "primary": [asdict(k) for k in families.primary],
         "margins": families.margins,
         "checks": [asdict(c) for c in claim.checks],
         "expect": claim.expect, "default_expect": claim.default_expect, "references": claim.references,
+        **({"protocol": protocol} if protocol is not None else {}),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 

@@ -14,6 +14,8 @@ a fine-tuning recipe: every finished base is then fine-tuned with it (in paralle
 and with `finetune_eval: [tasks]` every fine-tuned model is then scored zero-shot on those lm-eval tasks
 (`local` = the local tasks of the fine-tune's target corpus), into the fine-tune's own run
 (sweeps/finetune_stage.py).
+A spec may give its primary pairs learning-rate grids (`lr_tuning:`, sweeps/lr_tuning.py): each tuned arm's
+rate is chosen on tuning seeds no block runs, before its stage's test cells run at that rate.
 Then the grid is exported to `results/<paper>/` (CSV measurements + provenance), the report is written
 there from those files alone, and `RESULTS.md` is regenerated from every `results/*/`.
 """
@@ -24,15 +26,17 @@ import os
 import shlex
 import sys
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from analysis.lr_tuning import LrTuning
 from lit_modules.config import files
 from lit_modules.config.arguments import HYDRA, NAMES, POSITIVE_INT, Arg, Prefix, Verb, parse_words
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.finetune_recipe import FinetuneRecipe, load_recipe
+from sweeps import lr_tuning
 from sweeps.finetune_stage import evaluate_finetunes, finetune_bases, finetunes_to_score
 from sweeps.wall_clock import WallClock
 
@@ -58,14 +62,26 @@ class EvidenceSpec:
     finetune: str | None = None
     finetune_eval: tuple[str, ...] = ()  # zero-shot tasks for every fine-tuned model (empty: none)
     checks: dict | None = None  # the declared families (analysis.families), hashed into the provenance
+    lr_tuning: tuple[LrTuning, ...] = ()  # learning-rate grids of tuned arms (sweeps/lr_tuning.py)
 
     def cells(self) -> int:
         return sum(len(b.arms) * len(b.seeds) for b in self.blocks)
 
+    def cells_to_tune(self) -> int:
+        return sum(len(t.arms) * len(t.grid) * len(t.tuning_seeds) for t in self.lr_tuning)
+
+    def tuning_cells(self) -> set[str]:
+        """The arm names of the tuning cells (`<arm>@lr<rate>`)."""
+        return {t.cell_arm(a, r) for t in self.lr_tuning for a in t.arms for r in t.grid}
+
+    def stage_tunings(self, stage: str) -> list[LrTuning]:
+        return [t for t in self.lr_tuning if any(b.stage == stage and set(b.arms) & set(t.arms) for b in self.blocks)]
+
     def in_stages(self, stages: list[str]) -> EvidenceSpec:
-        """The same protocol with only the blocks of these stages, in stage order."""
-        blocks = [b for stage in STAGES if stage in stages for b in self.blocks if b.stage == stage]
-        return EvidenceSpec(self.paper, self.preset, tuple(blocks), self.finetune, self.finetune_eval, self.checks)
+        """The same protocol with only the blocks (and tuning grids) of these stages, in stage order."""
+        blocks = tuple(b for stage in STAGES if stage in stages for b in self.blocks if b.stage == stage)
+        kept = {a for b in blocks for a in b.arms}
+        return replace(self, blocks=blocks, lr_tuning=tuple(t for t in self.lr_tuning if set(t.arms) & kept))
 
 
 @dataclass
@@ -89,10 +105,10 @@ def load_spec(paper: str) -> EvidenceSpec:
     if not path.is_file():
         raise ConfigError(f"There is no evidence protocol '{paper}' in conf/evidence/ (known: {', '.join(known_papers())}).")
     raw = OmegaConf.to_container(OmegaConf.load(path))
-    unknown = set(raw) - {"preset", "blocks", "finetune", "finetune_eval", "checks"}
+    unknown = set(raw) - {"preset", "blocks", "finetune", "finetune_eval", "checks", "lr_tuning"}
     if unknown:
         raise ConfigError(f"conf/evidence/{paper}.yaml has unknown key(s) {', '.join(sorted(unknown))} "
-                          "(allowed: preset, blocks, finetune, finetune_eval, checks).")
+                          "(allowed: preset, blocks, finetune, finetune_eval, checks, lr_tuning).")
     tasks = raw.get("finetune_eval") or []
     if tasks and (not raw.get("finetune") or not isinstance(tasks, list)):
         raise ConfigError(f"conf/evidence/{paper}.yaml: finetune_eval is a list of tasks for the fine-tuned "
@@ -109,8 +125,9 @@ def load_spec(paper: str) -> EvidenceSpec:
         blocks.append(Block(tuple(str(a) for a in block["arms"]), tuple(int(s) for s in block["seeds"]), stage))
     if not blocks or not raw.get("preset"):
         raise ConfigError(f"conf/evidence/{paper}.yaml must name a 'preset' and at least one block.")
+    tunings = lr_tuning.parse_lr_tuning(raw.get("lr_tuning"), f"conf/evidence/{paper}.yaml", tuple(blocks))
     return EvidenceSpec(paper, str(raw["preset"]), tuple(blocks), raw.get("finetune"), tuple(str(t) for t in tasks),
-                        raw.get("checks"))
+                        raw.get("checks"), tunings)
 
 
 VERB = Verb(
@@ -158,6 +175,8 @@ def check_all(specs: list[EvidenceSpec], args: EvidenceArgs) -> None:
             grid = ablate_args(block_argv(spec, block, args))
             read_grid(grid)
             validate_cells(grid)
+        lr_tuning.check_cells(spec.lr_tuning, f"conf/evidence/{spec.paper}.yaml", args.overrides,
+                              lambda arms, seeds, spec=spec: block_argv(spec, Block(arms, seeds), args))
         declared_checks(spec)  # the families name the claim's metrics and the protocol's arms
         if spec.finetune:
             recipe = load_recipe(spec.finetune, args.recipe_overrides)
@@ -170,15 +189,19 @@ def check_all(specs: list[EvidenceSpec], args: EvidenceArgs) -> None:
 
 
 def declared_checks(spec: EvidenceSpec) -> dict:
-    """The protocol's declared families, checked against its claim and arms: the provenance's record of
-    what was declared when the cells ran (analysis.families)."""
+    """The protocol's declared families (checked against its claim and arms), its seeds per block and its
+    learning-rate grids: the provenance's record of what was declared when the cells ran, all in one hash
+    (analysis.families), so a later change to a family, a seed or a grid shows."""
     from analysis.claims import claim_for
     from analysis.families import checks_sha256, declared_keys, parse_families, validate_against
 
     families = parse_families(spec.checks, f"conf/evidence/{spec.paper}.yaml")
     claim = claim_for(spec.paper)
     validate_against(families, claim, list(dict.fromkeys(a for b in spec.blocks for a in b.arms)))
-    return {"checks_sha256": checks_sha256(families, claim), "checks_primary": declared_keys(families)}
+    protocol = {"declared_seeds": [{"arms": list(b.arms), "seeds": list(b.seeds), "stage": b.stage} for b in spec.blocks],
+                "lr_tuning": [t.record() for t in spec.lr_tuning]}
+    return {"checks_sha256": checks_sha256(families, claim, protocol), "checks_primary": declared_keys(families),
+            **protocol}
 
 
 def default_workers() -> int:
@@ -206,6 +229,29 @@ def finished_work(spec: EvidenceSpec, runs_dir: str,
     return len(bases), tuned, scored
 
 
+def run_stage(spec: EvidenceSpec, stage: str, args: EvidenceArgs, ablate, chosen: dict[str, float]) -> tuple[int, int]:
+    """One stage: its tuning cells and each tuned arm's rate (added to `chosen`), then its blocks' test cells,
+    a tuned arm's at its own rate; (a stop code or 0, failures)."""
+    tunings, failed = spec.stage_tunings(stage), 0
+    if tunings:
+        def run_cells(tuning: LrTuning, arm: str, rate: float, seeds: tuple[int, ...]) -> int:
+            return ablate(block_argv(spec, Block((arm,), seeds), args) + lr_tuning.tuning_overrides(tuning, arm, rate))
+
+        code, picked, undecided = lr_tuning.tune(spec.paper, tunings, args.runs_dir, spec.preset, run_cells)
+        if code:
+            return code, failed
+        chosen.update(picked)
+        failed += len(undecided)
+    tuned = {a: t.key for t in tunings for a in t.arms}
+    for block in (b for b in spec.blocks if b.stage == stage):
+        for arms, extra in lr_tuning.block_calls(block, tuned, chosen):
+            code = ablate(block_argv(spec, replace(block, arms=arms), args) + extra)
+            if code == 2 or code > 128:  # refused, or stopped by a signal (the cells were stopped with it)
+                return code, failed
+            failed += code != 0
+    return 0, failed
+
+
 def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     from sweeps.ablate import main as ablate
 
@@ -215,18 +261,18 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     before = finished_work(spec, args.runs_dir, args.recipe_overrides)
     if before == (0, 0, 0):
         clock.reset()  # a grid with nothing finished: earlier calls' time measured nothing that is kept
-    print(f"[{spec.paper}] {spec.cells()} cells in {len(spec.blocks)} blocks of preset {spec.preset} "
+    tuning = f" (and {spec.cells_to_tune()} tuning cells)" if spec.lr_tuning else ""
+    print(f"[{spec.paper}] {spec.cells()} cells in {len(spec.blocks)} blocks{tuning} of preset {spec.preset} "
           f"(stages {', '.join(args.stages)})", flush=True)
-    failed = 0
+    failed, chosen = 0, {}
     try:
         for stage in STAGES:
             blocks = [b for b in spec.blocks if b.stage == stage]
             stage_started = time.time()
-            for block in blocks:
-                code = ablate(block_argv(spec, block, args))
-                if code == 2 or code > 128:  # refused, or stopped by a signal (the cells were stopped with it)
-                    return code
-                failed += code != 0
+            code, failures = run_stage(spec, stage, args, ablate, chosen)
+            if code:
+                return code
+            failed += failures
             if blocks:
                 print(f"[{spec.paper}] stage {stage}: {sum(len(b.arms) * len(b.seeds) for b in blocks)} cells, "
                       f"{(time.time() - stage_started) / 60:.1f} min", flush=True)
@@ -249,7 +295,7 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
         # New measurements: the record's wall time is every call's that ran cells of this grid. A call that
         # only re-exports keeps the record of the calls that ran the cells.
         provenance = {**provenance_record(command, clock.total(), args.workers or default_workers(), threads_per_worker=1),
-                      **declared}
+                      **declared, **({"lr_tuning_chosen": chosen} if spec.lr_tuning else {})}
     out = export_results(store.resolve(spec.preset).info.run_id, folder,
                          runs_dir=args.runs_dir, store=store, provenance=provenance)
     print(f"[{spec.paper}] report: {out} ({wall / 60:.1f} min)", flush=True)

@@ -4,7 +4,8 @@ then each fine-tuned model scored zero-shot on `finetune_eval`, both in spawned 
     failed = finetune_bases(spec, args, workers)       # fine-tunes the grid's bases that lack this recipe's
     failed += evaluate_finetunes(spec, args, workers)  # scores the fine-tunes not yet scored on the tasks
 
-Split out of sweeps/evidence.py, which runs the stages in order.
+A learning-rate tuning cell (`<arm>@lr<rate>` on a tuning seed, sweeps/lr_tuning.py) is no base: it chose a
+rate, the test cells carry the claim. Split out of sweeps/evidence.py, which runs the stages in order.
 """
 
 from __future__ import annotations
@@ -20,9 +21,20 @@ from lit_modules.config.finetune_recipe import load_recipe
 from lit_modules.runs import tags
 
 if TYPE_CHECKING:
+    from mlflow.entities import Run
     from mlflow.tracking import MlflowClient
 
     from sweeps.evidence import EvidenceArgs, EvidenceSpec
+
+
+def finished_test_cells(client: MlflowClient, spec: EvidenceSpec) -> list[Run]:
+    """The finished cells of the preset's grid, tuning cells left out (oldest first)."""
+    from lit_modules.runs.search import ABLATION, find_parent, grid_bases
+
+    parent = find_parent(client, spec.preset, kinds=(ABLATION,))
+    tuning = spec.tuning_cells()
+    return [b for b in (grid_bases(client, parent) if parent is not None else [])
+            if b.data.tags.get(tags.ABLATION_ARM) not in tuning]
 
 
 def _finetune_one(base_run_id: str, recipe, runs_dir: str) -> str:
@@ -40,13 +52,12 @@ def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> int:
     from mlflow.tracking import MlflowClient
 
     from lit_modules.config.finetune_recipe import recipe_hash
-    from lit_modules.runs.search import ABLATION, find_parent, finished_finetune, grid_bases
+    from lit_modules.runs.search import finished_finetune
     from lit_modules.tracking.store import tracking_uri
 
     client = MlflowClient(tracking_uri(None, args.runs_dir))
     recipe = load_recipe(spec.finetune, args.recipe_overrides)
-    parent = find_parent(client, spec.preset, kinds=(ABLATION,))
-    bases = grid_bases(client, parent) if parent is not None else []
+    bases = finished_test_cells(client, spec)
     todo = [b.info.run_id for b in bases if finished_finetune(client, b, recipe_hash(recipe)) is None]
     print(f"[{spec.paper}] fine-tuning {len(todo)} of {len(bases)} base runs with recipe '{spec.finetune}' "
           f"({workers} workers x 1 thread)", flush=True)
@@ -86,11 +97,10 @@ def finetunes_to_score(client: MlflowClient, spec: EvidenceSpec,
                        recipe_overrides: dict[str, str]) -> tuple[list[str], int]:
     """(fine-tune run ids not yet scored on the spec's tasks, how many are) of the preset's finished grid."""
     from lit_modules.config.finetune_recipe import recipe_hash
-    from lit_modules.runs.search import ABLATION, find_parent, finished_finetune, grid_bases
+    from lit_modules.runs.search import finished_finetune
 
     recipe_id = recipe_hash(load_recipe(spec.finetune, recipe_overrides))
-    parent = find_parent(client, spec.preset, kinds=(ABLATION,))
-    tuned = [finished_finetune(client, b, recipe_id) for b in (grid_bases(client, parent) if parent else [])]
+    tuned = [finished_finetune(client, b, recipe_id) for b in finished_test_cells(client, spec)]
     wanted = ",".join(spec.finetune_eval)
     todo = [r.info.run_id for r in tuned if r is not None and r.data.tags.get(tags.FINETUNE_EVAL_TASKS) != wanted]
     return todo, sum(r is not None for r in tuned) - len(todo)

@@ -1,0 +1,148 @@
+"""Learning rates chosen on tuning seeds: a protocol's declared grid, its tuning cells' names, and the choice.
+
+    tuning = LrTuning(arms=("baseline", "snr"), grid=(1.5e-3, 3e-3, 6e-3), tuning_seeds=(100, 101))
+    tuning.cell_arm("snr", 3e-3)          # 'snr@lr3e-3': a tuning cell is an LR variant of its arm
+    cells = tuning_cells(tuning, runs)     # one row per (arm, rate, tuning seed): finished / diverged / ..., value
+    table = tuning_table(tuning, runs)     # one row per (arm, rate): the mean final metric over the tuning seeds
+    chosen_rates(table)                    # {'baseline': 0.006, 'snr': 0.003}
+
+A protocol (`lr_tuning:` in conf/evidence/<paper>.yaml) runs every tuned arm at every grid rate on the tuning
+seeds only; each arm's rate is the one with the best mean final metric over them (lower for a loss), and its
+test cells run on the test seeds at that rate: a rate picked on the seeds it is then tested on is biased
+upward (statistics.md). The driver (sweeps/lr_tuning.py) makes this choice from the store before the test
+cells run; the report makes the same table from the exported runs (`runs` is a runs frame of either:
+arm, seed, status, start_time, metrics.<metric>, tags.end_reason).
+
+A rate counts only when every tuning seed finished with a finite value. A seed that diverged (stopped by the
+divergence guard, or finished at a non-finite value) rules its rate out: at that rate the arm does not
+train. A seed missing or failed for another reason leaves the arm undecided: no rate is chosen from a
+partial grid, since the missing cell might have been the best.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from analysis.ablation import better_direction
+from analysis.claims import LR_VARIANT_PREFIX, VARIANT_SEP
+
+DIVERGED_REASON = "DivergenceError"  # how the divergence guard's FAILED runs begin their end reason
+COLUMNS = ("arm", "rate", "cell_arm", "metric", "tuning_seeds", "n", "final_loss", "per_seed", "chosen", "note")
+
+
+@dataclass(frozen=True)
+class LrTuning:
+    """One declared grid: `arms` (as the protocol's blocks name them), each run at every `grid` rate of the
+    config field `key` (optim.lr; optim.muon_lr for Muon's matrices) on `tuning_seeds`, chosen by the mean
+    final `metric`."""
+
+    arms: tuple[str, ...]
+    grid: tuple[float, ...]
+    tuning_seeds: tuple[int, ...]
+    metric: str = "val/loss"
+    key: str = "optim.lr"
+
+    def cell_arm(self, arm: str, rate: float) -> str:
+        return f"{arm}{VARIANT_SEP}{LR_VARIANT_PREFIX}{rate_text(rate)}"
+
+    def record(self) -> dict:
+        """The declaration as provenance.json keeps it (and hashes it)."""
+        return {"arms": list(self.arms), "grid": list(self.grid), "tuning_seeds": list(self.tuning_seeds),
+                "metric": self.metric, "key": self.key}
+
+    @classmethod
+    def from_record(cls, record: dict) -> LrTuning:
+        return cls(tuple(record["arms"]), tuple(float(r) for r in record["grid"]),
+                   tuple(int(s) for s in record["tuning_seeds"]), str(record.get("metric", "val/loss")),
+                   str(record.get("key", "optim.lr")))
+
+
+def rate_text(rate: float) -> str:
+    """A rate as the LR variants spell it: 0.0015 -> '1.5e-3', 0.003 -> '3e-3', 0.012 -> '1.2e-2'."""
+    mantissa, exponent = f"{rate:.6e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def _cell_state(runs: pd.DataFrame, arm: str, seed: int, metric: str) -> tuple[str, float]:
+    """('finished', value), ('diverged', nan) or (what else happened, nan) of one tuning cell: its newest
+    FINISHED run, else its newest run."""
+    rows = runs[(runs["arm"] == arm) & (runs["seed"].astype(str) == str(seed))] if "arm" in runs else runs
+    if rows.empty:
+        return "not run", math.nan
+    rows = rows.sort_values("start_time", kind="stable")
+    done = rows[rows["status"] == "FINISHED"]
+    row = (done if len(done) else rows).iloc[-1]
+    value = float(row.get(f"metrics.{metric}", math.nan))
+    if row["status"] == "FINISHED":
+        return ("finished", value) if math.isfinite(value) else ("diverged", math.nan)
+    reason = str(row.get("tags.end_reason", "") or "")
+    return ("diverged", math.nan) if reason.startswith(DIVERGED_REASON) else (str(row["status"]), math.nan)
+
+
+def tuning_cells(tuning: LrTuning, runs: pd.DataFrame) -> pd.DataFrame:
+    """Long format, one row per (arm, rate, tuning seed): arm, rate, seed, state, value."""
+    rows = []
+    for arm in tuning.arms:
+        for rate in sorted(tuning.grid):
+            for seed in sorted(tuning.tuning_seeds):
+                state, value = _cell_state(runs, tuning.cell_arm(arm, rate), seed, tuning.metric)
+                rows.append({"arm": arm, "rate": rate, "seed": seed, "state": state, "value": value})
+    return pd.DataFrame(rows, columns=["arm", "rate", "seed", "state", "value"])
+
+
+def tuning_table(tuning: LrTuning, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (arm, rate), arms in declared order and rates ascending, with the choice marked."""
+    better = better_direction(tuning.metric)
+    cells = tuning_cells(tuning, runs)
+    seeds_text = ",".join(str(s) for s in sorted(tuning.tuning_seeds))
+    rows = []
+    for arm in tuning.arms:
+        arm_rows, decided = [], True
+        for rate in sorted(tuning.grid):
+            at = cells[(cells["arm"] == arm) & (cells["rate"] == rate)]
+            finished = at[at["state"] == "finished"]
+            decided &= bool(at["state"].isin(["finished", "diverged"]).all())
+            arm_rows.append({
+                "arm": arm, "rate": rate, "cell_arm": tuning.cell_arm(arm, rate), "metric": tuning.metric,
+                "tuning_seeds": seeds_text, "n": len(finished),
+                "final_loss": float(finished["value"].mean()) if len(finished) == len(at) else math.nan,
+                "per_seed": ", ".join(f"{s}: {v:.4f}" for s, v in zip(finished["seed"], finished["value"])),
+                "chosen": False,
+                "note": "; ".join(f"seed {s} {st}" for s, st in zip(at["seed"], at["state"]) if st != "finished"),
+            })
+        rows += _choose(arm_rows, decided, better)
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _choose(arm_rows: list[dict], decided: bool, better: str) -> list[dict]:
+    """Mark the best eligible rate of one arm, when every cell of its grid is decided (finished or diverged)."""
+    if not decided:
+        for r in arm_rows:
+            _add_note(r, "no rate chosen: the grid is not complete")
+        return arm_rows
+    eligible = [r for r in arm_rows if math.isfinite(r["final_loss"])]
+    if not eligible:
+        for r in arm_rows:
+            _add_note(r, "no rate chosen: every rate diverged")
+        return arm_rows
+    pick = (min if better == "lower" else max)(eligible, key=lambda r: r["final_loss"])  # first of ties
+    pick["chosen"] = True
+    if len(arm_rows) > 1 and (pick is arm_rows[0] or pick is arm_rows[-1]):
+        edge = "lowest" if pick is arm_rows[0] else "highest"
+        _add_note(pick, f"the grid's {edge} rate: the best may lie beyond it")
+    return arm_rows
+
+
+def _add_note(row: dict, text: str) -> None:
+    row["note"] = f"{row['note']}; {text}" if row["note"] else text
+
+
+def chosen_rates(table: pd.DataFrame) -> dict[str, float]:
+    """Arm -> its chosen rate (arms with no choice are left out)."""
+    if table.empty:
+        return {}
+    picked = table[table["chosen"].astype(bool)]
+    return {str(a): float(r) for a, r in zip(picked["arm"], picked["rate"])}

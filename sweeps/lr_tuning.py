@@ -1,0 +1,198 @@
+"""The evidence protocol's learning-rate tuning: its declared grids, their tuning cells, each arm's rate.
+
+    lr_tuning:                      # in conf/evidence/<paper>.yaml: a mapping, or a list of them (one per pair or rung)
+      arms: [baseline, snr]         # arms the protocol's blocks run, variants included (baseline@x4)
+      grid: [1.5e-3, 3e-3, 6e-3]    # optim.lr values, two or more
+      tuning_seeds: [100, 101]      # none of them a seed a block runs these arms on
+      metric: val/loss              # the final run metric the rate is chosen by (the default)
+      key: optim.lr                 # the rate tuned (the default; optim.muon_lr: Muon's matrix rate)
+
+Before the test cells of a stage, every tuned arm of that stage runs at every rate on the tuning seeds as the
+cell `<arm>@lr<rate>` (an LR variant of the arm: `<key>=<rate> ablation.arm=<arm>@lr<rate>` over the arm's
+own file). A tuning cell that finished, or that diverged (the same seed diverges again), is not run again, so
+an interrupted protocol resumes here as everywhere. Each arm's rate is then read from the store by
+analysis/lr_tuning.py's rule and its test cells run at it (`<key>=<rate>`, for that arm's cells only); an
+arm whose grid is not complete runs no test cell and the protocol ends failed, saying which cells are missing.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from analysis.lr_tuning import LrTuning, chosen_rates, rate_text, tuning_cells, tuning_table
+from lit_modules.config.errors import ConfigError
+from lit_modules.runs import tags
+
+if TYPE_CHECKING:
+    from sweeps.evidence import Block
+
+RATE_KEYS = ("optim.lr", "optim.muon_lr")  # the config fields a grid may tune
+KEYS = ("arms", "grid", "tuning_seeds", "metric", "key")
+RunCells = Callable[[LrTuning, str, float, tuple[int, ...]], int]  # (grid, arm, rate, seeds) -> ablate's exit code
+
+
+def parse_lr_tuning(node: object, where: str, blocks: tuple[Block, ...]) -> tuple[LrTuning, ...]:
+    """The `lr_tuning:` node of a protocol, checked against its blocks; a bad one is one sentence (ConfigError)."""
+    if node is None:
+        return ()
+    entries = [node] if isinstance(node, dict) else node
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(f"{where}: lr_tuning is a mapping of {', '.join(KEYS)} (or a list of them, one per pair).")
+    block_arms = list(dict.fromkeys(a for b in blocks for a in b.arms))
+    tunings, tuned_by = [], {}
+    for i, entry in enumerate(entries, 1):
+        name = f"{where} lr_tuning" + (f" {i}" if len(entries) > 1 else "")
+        tuning = _entry(entry, name)
+        for arm in tuning.arms:
+            if arm not in block_arms:
+                raise ConfigError(f"{name} tunes `{arm}`, which no block of the protocol runs "
+                                  f"(its blocks run {', '.join(block_arms)}).")
+            if arm in tuned_by:
+                raise ConfigError(f"{name} tunes `{arm}`, which {tuned_by[arm]} tunes already: one grid per arm.")
+            tuned_by[arm] = name
+            shared = sorted({s for b in blocks if arm in b.arms for s in b.seeds} & set(tuning.tuning_seeds))
+            if shared:
+                raise ConfigError(f"{name}: tuning seed(s) {', '.join(map(str, shared))} are also test seeds of "
+                                  f"`{arm}`; a rate chosen on the seeds it is tested on is biased upward, so tune on "
+                                  "seeds no block runs it on.")
+            clash = [tuning.cell_arm(arm, r) for r in tuning.grid if tuning.cell_arm(arm, r) in block_arms]
+            if clash:
+                raise ConfigError(f"{name} would run its tuning cells as `{clash[0]}`, an arm a block runs on test "
+                                  "seeds too; drop that block's LR variant or the grid point.")
+        stages = sorted({b.stage for b in blocks if set(b.arms) & set(tuning.arms)})
+        if len(stages) > 1:
+            raise ConfigError(f"{name} tunes arms of the stages {' and '.join(stages)}; one grid tunes arms of one "
+                              "stage (declare one grid per rung).")
+        tunings.append(tuning)
+    return tuple(tunings)
+
+
+def _entry(entry: dict, name: str) -> LrTuning:
+    if not {"arms", "grid", "tuning_seeds"} <= set(entry) <= set(KEYS):
+        raise ConfigError(f"{name} needs 'arms', 'grid' and 'tuning_seeds' (and may name a 'metric' and a 'key'); "
+                          f"it has {', '.join(map(str, entry)) or 'nothing'}.")
+    arms, grid, seeds = entry["arms"], entry["grid"], entry["tuning_seeds"]
+    if not all(isinstance(x, list) and x for x in (arms, grid, seeds)):
+        raise ConfigError(f"{name}: arms, grid and tuning_seeds are non-empty lists.")
+    try:
+        rates, seeds = tuple(float(r) for r in grid), tuple(int(s) for s in seeds)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: grid holds learning rates and tuning_seeds integers (got {grid} and {seeds}).") from None
+    if len(rates) < 2 or min(rates) <= 0 or len({rate_text(r) for r in rates}) != len(rates):
+        raise ConfigError(f"{name}: grid needs two or more distinct positive learning rates (got {grid}).")
+    if len(set(seeds)) != len(seeds) or len(set(arms)) != len(arms):
+        raise ConfigError(f"{name}: an arm or a tuning seed is listed twice.")
+    metric = str(entry.get("metric", "val/loss"))
+    if "*" in metric or ":" in metric or metric == "speedup":
+        raise ConfigError(f"{name}: metric is a final metric of the tuning runs, such as val/loss (got {metric}).")
+    key = str(entry.get("key", RATE_KEYS[0]))
+    if key not in RATE_KEYS:
+        raise ConfigError(f"{name}: key is the rate tuned, one of {', '.join(RATE_KEYS)} (got {key}).")
+    return LrTuning(tuple(str(a) for a in arms), rates, seeds, metric, key)
+
+
+def refuse_rate_override(overrides: list[str], tunings: tuple[LrTuning, ...], where: str) -> None:
+    """A command-line rate of a tuned key would set every cell's rate over the tuned ones."""
+    keys = {t.key for t in tunings}
+    for word in overrides:
+        if word.lstrip("+~").split("=", 1)[0] in keys:
+            raise ConfigError(f"{word} on the command line would set every cell's rate, but {where} tunes each "
+                              "arm's own (lr_tuning); drop it.")
+
+
+def check_cells(tunings: tuple[LrTuning, ...], where: str, overrides: list[str],
+                argv_of: Callable[[tuple[str, ...], tuple[int, ...]], list[str]]) -> None:
+    """Before any cell runs: no command-line rate over the tuned ones, every tuning cell composes and validates
+    at every rate (`argv_of(arms, seeds)`: the ablation driver's arguments), and a grid of optim.muon_lr tunes
+    an arm that trains with Muon (on any other it would tune nothing)."""
+    from lit_modules.config.composition import compose_run_config
+    from sweeps.ablate import parse_args, read_grid, validate_cells
+
+    refuse_rate_override(overrides, tunings, where)
+    for tuning in tunings:
+        for arm in tuning.arms:
+            for rate in tuning.grid:
+                grid = parse_args(argv_of((arm,), tuning.tuning_seeds) + tuning_overrides(tuning, arm, rate))
+                read_grid(grid)
+                validate_cells(grid)
+            if tuning.key == "optim.muon_lr":
+                cfg = compose_run_config([f"experiment={grid.experiment}", f"+arm={grid.arms[0]}", *grid.overrides])
+                if cfg.optim.name != "muon":
+                    raise ConfigError(f"{where} lr_tuning tunes optim.muon_lr of `{arm}`, which trains with "
+                                      f"{cfg.optim.name}, not Muon: that grid would tune nothing.")
+
+
+def tuning_overrides(tuning: LrTuning, arm: str, rate: float) -> list[str]:
+    """The run overrides that make `arm`'s cells the tuning cells at `rate`."""
+    return [f"{tuning.key}={rate!r}", f"ablation.arm={tuning.cell_arm(arm, rate)}"]
+
+
+def store_runs(runs_dir: str, preset: str) -> pd.DataFrame:
+    """The grid's cells as analysis/lr_tuning.py reads them (arm, seed, status, start_time, metrics.*,
+    tags.end_reason); an empty frame for a store or grid that does not exist yet (none is created)."""
+    from mlflow.tracking import MlflowClient
+
+    from lit_modules.runs.search import ABLATION, children_filter, find_parent
+    from lit_modules.tracking.store import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(None, runs_dir)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
+        return pd.DataFrame()
+    client = MlflowClient(uri)
+    parent = find_parent(client, preset, kinds=(ABLATION,))
+    if parent is None:
+        return pd.DataFrame()
+    runs = client.search_runs([parent.info.experiment_id], filter_string=children_filter(parent.info.run_id),
+                              max_results=10_000)
+    return pd.DataFrame([{
+        "arm": r.data.tags.get(tags.ABLATION_ARM), "seed": r.data.tags.get(tags.SEED), "status": r.info.status,
+        "start_time": r.info.start_time, "tags.end_reason": r.data.tags.get(tags.END_REASON, ""),
+        **{f"metrics.{k}": v for k, v in r.data.metrics.items()},
+    } for r in runs if tags.FINETUNE_BASE not in r.data.tags])
+
+
+def tune(paper: str, tunings: list[LrTuning], runs_dir: str, preset: str,
+         run_cells: RunCells) -> tuple[int, dict[str, float], list[str]]:
+    """Run the tuning cells not yet done, then choose: (a stop code or 0, arm -> rate, arms with no rate)."""
+    for tuning in tunings:
+        cells = tuning_cells(tuning, store_runs(runs_dir, preset))
+        todo = cells[~cells["state"].isin(["finished", "diverged"])]
+        print(f"[{paper}] lr tuning {', '.join(tuning.arms)} over {', '.join(map(rate_text, sorted(tuning.grid)))} "
+              f"on seeds {', '.join(map(str, tuning.tuning_seeds))}: {len(todo)} of {len(cells)} tuning cells to run",
+              flush=True)
+        for (arm, rate), rows in todo.groupby(["arm", "rate"], sort=False):
+            code = run_cells(tuning, arm, rate, tuple(int(s) for s in rows["seed"]))
+            if code == 2 or code > 128:  # refused, or stopped by a signal; a failed cell is judged below
+                return code, {}, []
+    chosen, undecided = {}, []
+    runs = store_runs(runs_dir, preset)
+    for tuning in tunings:
+        table = tuning_table(tuning, runs)
+        picked = chosen_rates(table)
+        chosen.update(picked)
+        for arm in tuning.arms:
+            rows = table[table["arm"] == arm]
+            if arm in picked:
+                best = rows[rows["chosen"].astype(bool)].iloc[0]
+                print(f"[{paper}] lr tuning: `{arm}` runs its test cells at {rate_text(picked[arm])} "
+                      f"({tuning.metric} {best['final_loss']:.4f} over seeds {best['tuning_seeds']})", flush=True)
+            else:
+                undecided.append(arm)
+                notes = "; ".join(f"{rate_text(r)}: {n}" for r, n in zip(rows["rate"], rows["note"]) if n)
+                print(f"[{paper}] lr tuning: `{arm}` gets no rate ({notes}): its test cells do not run",
+                      file=sys.stderr, flush=True)
+    return 0, chosen, undecided
+
+
+def block_calls(block: Block, tuned: dict[str, str],
+                chosen: dict[str, float]) -> list[tuple[tuple[str, ...], list[str]]]:
+    """The block's ablate calls as (arms, extra overrides): its untuned arms together, each tuned arm (arm ->
+    the key tuned) alone at its chosen rate; a tuned arm without a rate gets no call."""
+    plain = tuple(a for a in block.arms if a not in tuned)
+    calls = [(plain, [])] if plain else []
+    return calls + [((a,), [f"{tuned[a]}={chosen[a]!r}"]) for a in block.arms if a in tuned and a in chosen]

@@ -1,0 +1,135 @@
+"""The evidence protocol's learning-rate tuning: refused declarations, the provenance's declared seeds and
+grids, the test cells' calls, and one protocol run end to end on the smoke preset."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sweeps import evidence
+from sweeps.evidence import Block, declared_checks, load_spec
+from sweeps.lr_tuning import block_calls
+
+BLOCKS = "blocks:\n  - {arms: [baseline, no_decay], seeds: [0, 1]}\n"
+TUNED = "lr_tuning: {arms: [baseline, no_decay], grid: [1e-3, 3e-3], tuning_seeds: [100, 101]}\n"
+
+
+@pytest.fixture
+def protocol(tmp_path: Path, monkeypatch):
+    """Write conf/evidence/odd.yaml (in a folder of the test's own) from its text."""
+    monkeypatch.setattr(evidence, "SPEC_DIR", tmp_path)
+
+    def write(text: str) -> str:
+        (tmp_path / "odd.yaml").write_text("preset: smoke\n" + text)
+        return "odd"
+
+    return write
+
+
+@pytest.mark.parametrize("text, sentence", [
+    (BLOCKS + "lr_tuning: {arms: [baseline, no_decay], grid: [1e-3, 3e-3], tuning_seeds: [1, 100]}\n",
+     ("odd.yaml lr_tuning: tuning seed(s) 1 are also test seeds of `baseline`; a rate chosen on the seeds it is "
+      "tested on is biased upward")),
+    (BLOCKS + "lr_tuning: {arms: [baseline, snr], grid: [1e-3, 3e-3], tuning_seeds: [100]}\n",
+     "odd.yaml lr_tuning tunes `snr`, which no block of the protocol runs (its blocks run baseline, no_decay)."),
+    (BLOCKS + "  - {arms: [baseline@lr1e-3], seeds: [2]}\n" + TUNED,
+     "would run its tuning cells as `baseline@lr1e-3`, an arm a block runs on test seeds too"),
+    (BLOCKS + "lr_tuning: {arms: [baseline], grid: [1e-3], tuning_seeds: [100]}\n",
+     "grid needs two or more distinct positive learning rates"),
+    (BLOCKS + "lr_tuning: {arms: [baseline], grid: [1e-3, 3e-3]}\n",
+     "lr_tuning needs 'arms', 'grid' and 'tuning_seeds' (and may name a 'metric' and a 'key'); it has arms, grid."),
+    (BLOCKS + "lr_tuning: {arms: [baseline], grid: [1e-3, 3e-3], tuning_seeds: [100], key: optim.eps}\n",
+     "key is the rate tuned, one of optim.lr, optim.muon_lr (got optim.eps)."),
+    (BLOCKS + "lr_tuning:\n  - {arms: [baseline], grid: [1e-3, 3e-3], tuning_seeds: [100]}\n"
+     "  - {arms: [baseline], grid: [1e-3, 3e-3], tuning_seeds: [102]}\n",
+     "odd.yaml lr_tuning 2 tunes `baseline`, which conf/evidence/odd.yaml lr_tuning 1 tunes already"),
+    (BLOCKS + "  - {arms: [no_decay], seeds: [2], stage: scale}\n" + TUNED,
+     "tunes arms of the stages headline and scale; one grid tunes arms of one stage"),
+    (BLOCKS + "lr_tuning: {arms: [baseline], grid: [1e-3, 3e-3], tuning_seeds: [100], metric: speedup}\n",
+     "metric is a final metric of the tuning runs, such as val/loss (got speedup)"),
+])
+def test_a_bad_grid_is_one_sentence_and_exit_2_before_any_cell(protocol, tmp_path, capsys, text, sentence) -> None:
+    paper = protocol(text)
+    assert evidence.main([f"papers={paper}", f"runs_dir={tmp_path / 'runs'}"]) == 2
+    err = capsys.readouterr().err
+    assert sentence in err and err.count("\n") == 1 and err.startswith("error: ")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_command_line_rate_would_override_the_tuned_ones_and_is_refused(protocol, tmp_path, capsys) -> None:
+    paper = protocol(BLOCKS + TUNED)
+    assert evidence.main([f"papers={paper}", f"runs_dir={tmp_path / 'runs'}", "optim.lr=0.01"]) == 2
+    assert "optim.lr=0.01 on the command line would set every cell's rate, but conf/evidence/odd.yaml tunes " \
+           "each arm's own (lr_tuning); drop it." in capsys.readouterr().err
+
+
+def test_a_muon_rate_grid_on_an_arm_without_muon_is_refused(protocol, tmp_path, capsys) -> None:
+    paper = protocol(BLOCKS + TUNED.replace("}", ", key: optim.muon_lr}"))
+    assert evidence.main([f"papers={paper}", f"runs_dir={tmp_path / 'runs'}"]) == 2
+    assert "lr_tuning tunes optim.muon_lr of `baseline`, which trains with adamw, not Muon: that grid would tune " \
+           "nothing." in capsys.readouterr().err
+
+
+def test_the_provenance_hash_covers_the_declared_seeds_and_grids(protocol) -> None:
+    declared = declared_checks(load_spec(protocol(BLOCKS + TUNED)))
+    assert declared["declared_seeds"] == [{"arms": ["baseline", "no_decay"], "seeds": [0, 1], "stage": "headline"}]
+    assert declared["lr_tuning"] == [{"arms": ["baseline", "no_decay"], "grid": [1e-3, 3e-3],
+                                      "tuning_seeds": [100, 101], "metric": "val/loss", "key": "optim.lr"}]
+    assert declared_checks(load_spec(protocol(BLOCKS + TUNED))) == declared  # the same declaration, the same hash
+    seeds = declared_checks(load_spec(protocol(BLOCKS.replace("[0, 1]", "[0, 1, 2]") + TUNED)))
+    grid = declared_checks(load_spec(protocol(BLOCKS + TUNED.replace("3e-3", "6e-3"))))
+    tuning_seeds = declared_checks(load_spec(protocol(BLOCKS + TUNED.replace("101", "102"))))
+    hashes = {d["checks_sha256"] for d in (declared, seeds, grid, tuning_seeds)}
+    assert len(hashes) == 4
+
+
+def test_tuned_arms_run_alone_at_their_own_rate_and_an_arm_without_one_not_at_all() -> None:
+    block = Block(("a", "b", "c"), (0, 1))
+    tuned = {"a": "optim.lr", "b": "optim.muon_lr"}
+    assert block_calls(block, tuned, {"a": 3e-3}) == [(("c",), []), (("a",), ["optim.lr=0.003"])]
+    assert block_calls(block, tuned, {"b": 0.02})[1] == (("b",), ["optim.muon_lr=0.02"])
+    assert block_calls(block, {}, {}) == [(("a", "b", "c"), [])]
+
+
+def test_a_stage_keeps_only_its_own_grids(protocol) -> None:
+    spec = load_spec(protocol(BLOCKS + "  - {arms: [baseline@x4], seeds: [0], stage: scale}\n" + TUNED))
+    assert spec.in_stages(["scale"]).lr_tuning == () and spec.in_stages(["headline"]).lr_tuning == spec.lr_tuning
+    assert spec.stage_tunings("headline") == list(spec.lr_tuning) and spec.stage_tunings("scale") == []
+    assert spec.cells_to_tune() == 8 and "no_decay@lr3e-3" in spec.tuning_cells()
+
+
+@pytest.mark.slow  # ~80 s on 2 cores: 4 tuning cells and 2 test cells in 6 ablation calls, twice
+def test_a_protocol_tunes_each_arms_rate_on_its_tuning_seed_and_tests_at_it(tmp_path: Path, monkeypatch) -> None:
+    from analysis.provenance import read_provenance
+    from analysis.results_data import read_results_data
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "smoke.yaml").write_text("preset: smoke\nblocks:\n  - {arms: [baseline, no_decay], seeds: [0]}\n"
+                                      "lr_tuning: {arms: [baseline, no_decay], grid: [1e-3, 3e-2], tuning_seeds: [100]}\n")
+    monkeypatch.setattr(evidence, "SPEC_DIR", specs)
+    results = tmp_path / "results"
+    argv = ["papers=smoke", f"runs_dir={tmp_path / 'runs'}", f"results_dir={results}",
+            f"ledger={tmp_path / 'RESULTS.md'}", "trainer.max_steps=6", "workers=2"]
+    assert evidence.main(argv) == 0
+    runs = read_results_data(results / "smoke").finished
+    tuning = runs[runs["arm"].str.contains("@lr")]
+    test = runs[~runs["arm"].str.contains("@lr")]
+    assert sorted(tuning["arm"]) == ["baseline@lr1e-3", "baseline@lr3e-2", "no_decay@lr1e-3", "no_decay@lr3e-2"]
+    assert set(tuning["seed"]) == {"100"} and set(test["seed"]) == {"0"}  # tuning seeds never tested on
+    table = pd.read_csv(results / "smoke" / "lr_tuning.csv")
+    chosen = dict(zip(table.loc[table["chosen"], "arm"], table.loc[table["chosen"], "rate"]))
+    for arm in ("baseline", "no_decay"):
+        losses = {float(r["params.optim.lr"]): r["metrics.val/loss"] for _, r in tuning.iterrows()
+                  if r["arm"].startswith(f"{arm}@")}
+        assert chosen[arm] == min(losses, key=losses.get)  # the tuning seed's best final val/loss
+        assert float(test.loc[test["arm"] == arm, "params.optim.lr"].iloc[0]) == chosen[arm]  # tested at it
+    record = read_provenance(results / "smoke")
+    assert record["lr_tuning_chosen"] == chosen and record["lr_tuning"][0]["tuning_seeds"] == [100]
+    assert record["declared_seeds"] == [{"arms": ["baseline", "no_decay"], "seeds": [0], "stage": "headline"}]
+    report = (results / "smoke" / "report.md").read_text()
+    assert "![" in report and "lr_tuning.png" in report
+    # Resumed: no tuning cell runs again, the choice and the report stay as they were.
+    assert evidence.main(argv) == 0
+    assert len(read_results_data(results / "smoke").runs) == len(runs)
+    assert (results / "smoke" / "report.md").read_text() == report
