@@ -46,49 +46,53 @@ def build_optimizer(
     for edit in group_editors:
         edit(specs)
     betas = tuple(optim_cfg.betas)
+    if optim_cfg.name == "muon":
+        return _muon(specs, optim_cfg, betas)
+    # Every other optimizer takes all the groups at the one learning rate.
+    groups = _torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay)
     if optim_cfg.name == "adamw":
-        groups = _torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay)
         return torch.optim.AdamW(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps)
     if optim_cfg.name == "nadam":  # decoupled decay, as AdamW's
-        groups = _torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay)
         return torch.optim.NAdam(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps, decoupled_weight_decay=True)
     if optim_cfg.name == "lamb":
-        return Lamb(_torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay), lr=optim_cfg.lr, betas=betas,
+        return Lamb(groups, lr=optim_cfg.lr, betas=betas,
                     eps=optim_cfg.eps, trust_no_decay=bool(getattr(optim_cfg, "lamb_trust_no_decay", None)))
     if optim_cfg.name == "adam_mini":
-        groups = _torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay)
         return AdamMini(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps, head_dim=_head_dim(model))
-    if optim_cfg.name == "muon":
-        muon_specs, adam_specs = [], []
-        for s in specs:
-            if s.family not in MUON_FAMILIES:
-                adam_specs.append(s)
-                continue
-            # Muon orthogonalizes matrices only; scalars and vectors of the same family (e.g. a
-            # technique's learnable gain) go to AdamW, so they never silently pull the matrices with them.
-            matrices = [(p, n) for p, n in zip(s.params, s.param_names) if p.ndim == 2]
-            others = [(p, n) for p, n in zip(s.params, s.param_names) if p.ndim != 2]
-            if matrices:
-                muon_specs.append(replace(s, params=[p for p, _ in matrices], param_names=[n for _, n in matrices]))
-            if others:
-                adam_specs.append(replace(s, name=f"{s.name}.non_matrix", params=[p for p, _ in others],
-                                          param_names=[n for _, n in others]))
-        muon_groups = _torch_groups(muon_specs, optim_cfg.muon_lr, optim_cfg.weight_decay)
-        # None when nothing trainable is a hidden matrix (e.g. LoRA: only adapter factors train).
-        muon = torch.optim.Muon(
-            muon_groups,
-            lr=optim_cfg.muon_lr,
-            momentum=optim_cfg.muon_momentum,
-            adjust_lr_fn=optim_cfg.muon_adjust_lr,
-        ) if muon_groups else None
-        adam = torch.optim.AdamW(
-            _torch_groups(adam_specs, optim_cfg.lr, optim_cfg.weight_decay),
-            lr=optim_cfg.lr,
-            betas=betas,
-            eps=optim_cfg.eps,
-        )
-        return CompositeOptimizer([muon, adam] if muon is not None else [adam])
     raise ValueError(f"Unknown optimizer '{optim_cfg.name}'.")
+
+
+def _muon(specs: list[GroupSpec], optim_cfg, betas: tuple) -> CompositeOptimizer:
+    """Muon on the hidden matrices at muon_lr, AdamW on everything else at lr."""
+    muon_specs, adam_specs = [], []
+    for s in specs:
+        if s.family not in MUON_FAMILIES:
+            adam_specs.append(s)
+            continue
+        # Muon orthogonalizes matrices only; scalars and vectors of the same family (e.g. a
+        # technique's learnable gain) go to AdamW, so they never silently pull the matrices with them.
+        matrices = [(p, n) for p, n in zip(s.params, s.param_names) if p.ndim == 2]
+        others = [(p, n) for p, n in zip(s.params, s.param_names) if p.ndim != 2]
+        if matrices:
+            muon_specs.append(replace(s, params=[p for p, _ in matrices], param_names=[n for _, n in matrices]))
+        if others:
+            adam_specs.append(replace(s, name=f"{s.name}.non_matrix", params=[p for p, _ in others],
+                                      param_names=[n for _, n in others]))
+    muon_groups = _torch_groups(muon_specs, optim_cfg.muon_lr, optim_cfg.weight_decay)
+    # None when nothing trainable is a hidden matrix (e.g. LoRA: only adapter factors train).
+    muon = torch.optim.Muon(
+        muon_groups,
+        lr=optim_cfg.muon_lr,
+        momentum=optim_cfg.muon_momentum,
+        adjust_lr_fn=optim_cfg.muon_adjust_lr,
+    ) if muon_groups else None
+    adam = torch.optim.AdamW(
+        _torch_groups(adam_specs, optim_cfg.lr, optim_cfg.weight_decay),
+        lr=optim_cfg.lr,
+        betas=betas,
+        eps=optim_cfg.eps,
+    )
+    return CompositeOptimizer([muon, adam] if muon is not None else [adam])
 
 
 def optimizer_tags(optim_cfg) -> dict[str, str]:

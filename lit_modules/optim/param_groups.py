@@ -63,7 +63,10 @@ def is_decayed(param_name: str, param: torch.Tensor, wd_exclude: str) -> bool:
 
 @dataclass
 class GroupSpec:
-    """A parameter group before an optimizer exists; techniques may edit `lr_scale` and `weight_decay`."""
+    """A parameter group before an optimizer exists; a group editor may change its `lr_scale`.
+
+    It holds no weight decay: `decayed` says whether the group decays, and optim/build.py gives it the
+    configured weight_decay or 0 (a technique such as MoLS edits the torch group's weight_decay later)."""
 
     name: str
     family: str
