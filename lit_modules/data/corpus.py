@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from .documents import choose_heldout, format_document, normalize_document
 from .errors import DataError
 from .hashing import fingerprint, sha256_file
 from .locking import build_lock
+from .records import read_record
 
 TRAIN_FILE = "train.txt"
 HELDOUT_FILE = "heldout.txt"
@@ -102,15 +102,11 @@ def _read_provenance(directory: Path) -> dict | None:
     path = directory / PROVENANCE_FILE
     if not path.exists():
         return None
-    try:
-        provenance = json.loads(path.read_text(encoding="utf-8"))
-        provenance["files"][TRAIN_FILE]["sha256"], provenance["files"][HELDOUT_FILE]["sha256"]
-        provenance["fingerprint"]
-    except (ValueError, KeyError, TypeError):
-        raise DataError(
-            f"The corpus record {path} is unreadable; delete {directory} and run `make setup` again."
-        ) from None
-    return provenance
+    return read_record(
+        path,
+        lambda p: (p["files"][TRAIN_FILE]["sha256"], p["files"][HELDOUT_FILE]["sha256"], p["fingerprint"]),
+        f"The corpus record {path} is unreadable; delete {directory} and run `make setup` again.",
+    )
 
 
 def _verify(directory: Path, provenance: dict) -> None:

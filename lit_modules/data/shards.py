@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from .documents import iter_documents
 from .errors import DataError
 from .hashing import fingerprint, sha256_file
 from .locking import build_lock
+from .records import read_record
 from .tokenization import Tokenizer
 
 SHARD_FORMAT_VERSION = 1
@@ -102,15 +102,11 @@ def prepare_shards(corpus: Corpus, tokenizer: Tokenizer, cache_dir: str | Path |
 
 
 def _read_manifest(path: Path) -> dict:
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-        for split in SPLITS:
-            manifest["splits"][split]["sha256"]
-    except (ValueError, KeyError, TypeError):
-        raise DataError(
-            f"The shard manifest {path} is unreadable; delete {path.parent} and run again to rebuild it."
-        ) from None
-    return manifest
+    return read_record(
+        path,
+        lambda m: [m["splits"][split]["sha256"] for split in SPLITS],
+        f"The shard manifest {path} is unreadable; delete {path.parent} and run again to rebuild it.",
+    )
 
 
 def _verify(directory: Path, manifest: dict) -> None:

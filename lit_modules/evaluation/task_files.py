@@ -20,6 +20,7 @@ from lit_modules.data.documents import iter_documents
 from lit_modules.data.errors import DataError
 from lit_modules.data.hashing import fingerprint, sha256_file
 from lit_modules.data.locking import build_lock
+from lit_modules.data.records import read_record
 
 from .local_tasks import BUILDER_VERSION, BUILDERS
 from .task_names import LOCAL_KINDS, local_task_name
@@ -70,16 +71,12 @@ def _read_manifest(folder: Path) -> dict | None:
     path = folder / MANIFEST_FILE
     if not path.exists():
         return None
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-        intact = all(
-            sha256_file(folder / entry["data"]) == entry["sha256"] for entry in manifest["tasks"].values()
-        )
-    except (ValueError, KeyError, TypeError, OSError):
-        intact = False
-    if not intact:
-        raise DataError(f"The cached eval tasks in {folder} are damaged; delete that folder and run again.")
-    return manifest
+    return read_record(
+        path,
+        lambda m: all(sha256_file(folder / entry["data"]) == entry["sha256"] for entry in m["tasks"].values()),
+        f"The cached eval tasks in {folder} are damaged; delete that folder and run again.",
+        also=(OSError,),  # a task's data file gone is damage too
+    )
 
 
 def _build(corpus: Corpus, folder: Path, n_items: int, seed: int) -> dict:
