@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         if wanted & {"flops", "pc"}:
             _model_rows(args.models.split(","), s, "flops" in wanted, "pc" in wanted, ratios, derived, rows)
         if "pc" in wanted:
-            from lit_modules.techniques.pc_layer.bench import inference_ratios
+            from lit_modules.bench.pc_layer_rows import inference_ratios
 
             inf_ratios, inf_rows = inference_ratios(args.model, s.blocks, s.block_steps, extra=s.extra)
             ratios += inf_ratios
@@ -228,7 +228,7 @@ def _model_rows(models: list[str], s: Settings, flops: bool, pc: bool, ratios: l
             gemm_flops, analytic = sum(g.flops for g in gemms), fl.analytic_step_flops(model_cfg, batch, seq_len)
             workloads["gemms"] = loop_workload(fl.gemm_runner(gemms))
         if pc:
-            from lit_modules.techniques.pc_layer import bench as pc_bench
+            from lit_modules.bench import pc_layer_rows as pc_bench
 
             workloads.update(pc_bench.workloads(mbase))
         timed = interleave(workloads, s.blocks, s.block_steps, s.warmup)

@@ -1,7 +1,7 @@
 """Seconds per optimizer step of a composed config: our Lightning path, and the same work in a plain loop.
 
 The timing primitives of `make bench` (lit_modules/bench/__main__.py) and of the technique rows that
-technique folders add (e.g. techniques/pc_layer/bench.py).
+technique folders add (e.g. bench/pc_layer_rows.py).
 
 "The same work": the Lightning path runs the per-step callbacks of a real run (divergence guard, token
 progress, throughput; `build.run_step_callbacks`) and the module's own logging (loss, grad norm) into an

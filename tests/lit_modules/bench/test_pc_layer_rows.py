@@ -8,8 +8,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from lit_modules.bench.steps import bench_config
-from lit_modules.techniques.pc_layer import bench as bench_module
-from lit_modules.techniques.pc_layer.bench import excess_points, inference_ratios, training_ratios
+from lit_modules.bench import pc_layer_rows as bench_module
+from lit_modules.bench.pc_layer_rows import excess_points, inference_ratios, training_ratios
 from lit_modules.techniques.pc_layer.cost import pc_step_flops
 
 SHORT = ["data.seq_len=32", "data.batch_size=4"]
