@@ -30,23 +30,6 @@ def test_a_package_owns_its_own_time_and_shares_what_it_calls():
     assert cells._owners({deep: (1, 1, 1.0, 1.0, {})})[deep] == {cells.OTHER: 1.0}
 
 
-def test_trials_are_chained_into_workers_and_the_losses_named():
-    spans = [(0.0, 10.0), (4.0, 14.0), (11.0, 21.0), (15.0, 25.0), (22.0, 30.0)]
-    assert cells.assign_workers(spans) == [[0, 2, 4], [1, 3]]
-    losses = cells.timeline_losses({"trials": spans, "workers": cells.assign_workers(spans)})
-    assert losses == {"start_skew_s": 4.0, "median_gap_s": 1.0, "tail_s": 5.0, "median_trial_s": 10.0}
-
-
-def test_sweep_seconds_times_a_real_sweep_from_its_first_trial_to_its_last():
-    from lit_modules.bench.cells import sweep_seconds
-
-    per_trial: list[float] = []
-    seconds = sweep_seconds(1, 2, ["trainer.max_steps=3", "data.seq_len=32", "data.batch_size=4"], trial_seconds=per_trial)
-    assert math.isfinite(seconds) and seconds > 0
-    # One worker runs its two trials one after the other: the median trial takes at most half the span.
-    assert len(per_trial) == 1 and 0 < per_trial[0] <= seconds / 2 + 1e-3
-
-
 def test_the_compile_bench_knows_a_default_runs_length():
     from lit_modules.bench.compile import default_run_steps
     from lit_modules.config.composition import compose_run_config

@@ -1,5 +1,5 @@
 """`make bench` writes bench.json with medians, 95 % intervals, clocks, targets and `noisy`; --strict fails
-on a noisy row; the sweep row's arithmetic on known timelines (no time is asserted)."""
+on a noisy row; the sweep rows are sweeps.bench's (tests/sweeps/test_bench.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from lit_modules.bench import __main__ as bench
+from lit_modules.bench import rows as bench_rows
 from lit_modules.bench.__main__ import main
 from lit_modules.bench.verdict import Ratio
 
@@ -39,41 +39,11 @@ def test_strict_fails_on_a_noisy_row(tmp_path, monkeypatch):
     def one_value(base, s, ratios, rows):
         ratios.append(Ratio("eval_batched_vs_single", (3.0,), clock="thread"))
 
-    monkeypatch.setattr(bench, "_eval_rows", one_value)
+    monkeypatch.setattr(bench_rows, "eval_rows", one_value)
     out = tmp_path / "bench.json"
     assert main(["--only", "eval", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["noisy"] == ["eval_batched_vs_single"]
     assert main(["--only", "eval", "--out", str(out), "--strict"]) == 1
-
-
-def test_the_sweep_row_on_known_timelines(monkeypatch, tmp_path):
-    # One worker: 6 trials of 10 s with 1 s between them (span 65 s). Two workers: trials of 16 s (one
-    # thread each), the second worker starting 6 s late, 1 s gaps: spans 16+1+16+1+16 = 50 s and 56 s.
-    def fake(workers, trials, extra, trial_seconds, timelines):
-        if workers == 1:
-            spans = [(11.0 * i, 11.0 * i + 10.0) for i in range(6)]
-        else:
-            spans = sorted([(17.0 * i, 17.0 * i + 16.0) for i in range(3)] +
-                           [(6.0 + 17.0 * i, 22.0 + 17.0 * i) for i in range(3)])
-        trial_seconds.append(16.0 if workers == 2 else 10.0)
-        timelines.append({"span_s": max(e for _, e in spans), "trials": spans,
-                          "workers": bench_cells.assign_workers(spans), "startup_s": 7.0, "teardown_s": 5.0})
-        return timelines[-1]["span_s"]
-
-    from lit_modules.bench import cells as bench_cells
-
-    monkeypatch.setattr(bench_cells, "sweep_seconds", fake)
-    ratios, rows = [], []
-    bench._sweep_rows(bench.Settings(blocks=6, block_steps=1, warmup=0, sweep_repeats=2), ratios, rows)
-    by_key = {r.key: r for r in ratios}
-    assert by_key["sweep_2_workers_vs_1"].median == pytest.approx(65 / 56)
-    assert by_key["sweep_2_workers_ideal"].median == pytest.approx(2 / 1.6)  # one trial: 1.6x faster on 2 threads
-    assert by_key["sweep_2_workers_efficiency"].median == pytest.approx((65 / 56) / 1.25)
-    assert by_key["sweep_2_workers_efficiency"].target.bound == 0.95
-    row = rows[0]
-    assert row["two_workers_start_skew_s"] == [6.0, 6.0] and row["two_workers_median_gap_s"] == [1.0, 1.0]
-    assert row["one_worker_median_gap_s"] == [1.0, 1.0] and row["two_workers_tail_s"] == [6.0, 6.0]
-    assert row["efficiency_without_start_skew"][0] == pytest.approx((65 / 50) / 1.25)
 
 
 def test_an_unknown_bench_is_refused_before_anything_runs(tmp_path, capsys):

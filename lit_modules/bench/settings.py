@@ -1,0 +1,111 @@
+"""`make bench`'s flags, settings and targets. `make bench`: speed ratios measured in one process, on the same
+model, data and threads.
+
+Timed tests are banned (shared, noisy machines); ratios measured side by side are what we report.
+Single-threaded rows (one torch thread) time the **CPU time of the thread** (`time.thread_time`: steal
+time from other guests and other processes do not count), next to wall time: both sides of a ratio take
+turns in short blocks, many times (A B A B ... A, `bench.turns`), each block over the mean of its
+reference's blocks on either side. Rows that span processes (two sweep workers) or wait on files (a cell's
+fixed cost) use **wall** time, over repeats. Each row is reported as its median and a distribution-free
+95 % interval for the median (order statistics, `bench.verdict`); a row is a figure when that interval is
+within +-3 %, and bench_results/bench.json's `noisy` lists the rows that are not. The issue's targets are
+shown next to the figures (pass/fail); they never fail the bench.
+
+    python -m lit_modules.bench [--quick] [--only lightning,flops,pc,wisca,mols,eval,cells,sweep[,compile]]
+                                [--model tiny] [--models tiny,tiny_x4,small] [--blocks 20] [--block-steps 5]
+                                [--warmup 10] [--threads 1] [--cell-repeats 10] [--sweep-repeats 6]
+                                [--sweep-trials 6] [--steps 60] [--repeats 3] [--strict]
+                                [--out bench_results/bench.json]
+
+`--quick`: the smallest settings (seq 32, batch 4, 6 blocks of 2 steps, 2-trial sweeps of 3 steps): a smoke
+test of every row, not a measurement. `--strict`: exit 1 when any row is noisy (a quiet machine should give
+none). `--steps` / `--repeats`: the callback-share fit and the opt-in compile row (whole runs per repeat).
+`sweep` is measured by `python -m sweeps.bench` (the same flags; `make bench` runs both), which merges its
+rows into the same --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, field
+
+from lit_modules.bench.verdict import Target
+
+DEFAULT_ONLY = "lightning,flops,pc,wisca,mols,eval,cells,sweep"
+KNOWN = set(DEFAULT_ONLY.split(",")) | {"compile"}
+WISCA_PERIOD = 250
+
+# The issue's targets (27, items 2, 3 and 5); shown next to each figure, never failing the bench.
+TARGETS = {
+    "lightning_speed_vs_plain": Target(">=", 0.98),
+    "wisca_every_250_vs_baseline": Target("<=", 1.01),
+    "mols_vs_baseline": Target("<=", 1.02),
+    "sweep_2_workers_efficiency": Target(">=", 0.95),
+    "cell_fixed_cost_s": Target("<=", 0.5),
+}
+SHAPE_TARGET = Target(">=", 0.90)
+
+
+@dataclass
+class Settings:
+    blocks: int
+    block_steps: int
+    warmup: int
+    extra: list[str] = field(default_factory=list)  # overrides of every single-process row
+    cell_repeats: int = 10
+    cell_steps: int = 5
+    sweep_repeats: int = 6
+    sweep_trials: int = 6
+    sweep_extra: list[str] = field(default_factory=list)
+    eval_requests: int = 200
+    eval_blocks: int = 16
+    gemm_blocks: int = 20
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m lit_modules.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smallest settings: a smoke test, not a measurement")
+    parser.add_argument("--only", default=DEFAULT_ONLY)
+    parser.add_argument("--model", default="tiny", help="model of the Lightning, WISCA, MoLS, eval and cell rows")
+    parser.add_argument("--models", "--pc-models", dest="models", default=None,
+                        help="models of the FLOP and PC rows (default tiny,tiny_x4,small; --quick: tiny)")
+    parser.add_argument("--blocks", type=int, default=None, help="blocks per side of each interleaved row (20)")
+    parser.add_argument("--block-steps", type=int, default=None, help="steps per block (5)")
+    parser.add_argument("--warmup", type=int, default=None, help="steps before the first block (10)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of the single-threaded rows")
+    parser.add_argument("--cell-repeats", type=int, default=None)
+    parser.add_argument("--sweep-repeats", type=int, default=None, help="each repeat runs a 1- and a 2-worker sweep")
+    parser.add_argument("--sweep-trials", type=int, default=None)
+    parser.add_argument("--steps", type=int, default=60, help="steps of the callback-share fit and the compile row")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats of the compile row")
+    parser.add_argument("--out", default="bench_results/bench.json")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when any row is noisy or implausible")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.only.split(",")) - KNOWN)
+    if unknown:
+        parser.error(f"--only: unknown bench {', '.join(unknown)} (known: {', '.join(sorted(KNOWN))})")
+    for name in ("blocks", "block_steps", "cell_repeats", "sweep_repeats", "sweep_trials", "threads", "steps", "repeats"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.warmup is not None and args.warmup < 0:
+        parser.error("--warmup must be at least 0")
+    return args
+
+
+def settings_of(args: argparse.Namespace) -> Settings:
+    if args.quick:
+        extra = ["data.seq_len=32", "data.batch_size=4", "schedule.warmup_fraction=0.3"]  # MoLS estimates in warmup
+        s = Settings(blocks=6, block_steps=2, warmup=2, extra=extra, cell_repeats=2, cell_steps=3, sweep_repeats=1,
+                     sweep_trials=2, sweep_extra=["trainer.max_steps=3", *extra], eval_requests=8, eval_blocks=6,
+                     gemm_blocks=6)
+        args.models = args.models or "tiny"
+    else:
+        s = Settings(blocks=20, block_steps=5, warmup=10)
+        args.models = args.models or "tiny,tiny_x4,small"
+    for name in ("blocks", "block_steps", "warmup", "cell_repeats", "sweep_repeats", "sweep_trials"):
+        if getattr(args, name) is not None:
+            setattr(s, name, getattr(args, name))
+    s.warmup = math.ceil(s.warmup / s.block_steps) * s.block_steps  # blocks aligned on WISCA's period
+    return s
