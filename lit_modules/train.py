@@ -113,6 +113,26 @@ def _validate_jobs(jobs: list[DictConfig]) -> None:
         validate(cfg)
 
 
+def _checked_before_the_stack(cfg: DictConfig) -> bool:
+    """A single run is validated before the training stack (Lightning, MLflow) loads, so a refusal's
+    sentence comes in about 2 s, not 6 (issue 27 item 7); a dry run prints its plan from here (True: done).
+    The same checks and sentences as training_run.run's, which validates again (~0.1 s). A resumed run's
+    config is the one it resumes, known only from the store: it is checked there."""
+    if cfg.resume:
+        return False
+    from lit_modules.config.validate import validated
+    from lit_modules.distributed.ranks import launched_ranks
+    from lit_modules.plan.dry_run import print_dry_run
+
+    try:
+        checked = validated(cfg)
+        if checked.config.dry_run:
+            print_dry_run(checked.config, checked.budget, launched_ranks(cfg.trainer.accelerator).is_zero)
+    except (ConfigError, DataError, EvalError) as err:
+        _refuse(err)
+    return bool(checked.config.dry_run)
+
+
 def main() -> None:
     """A single run is composed here and never enters Hydra's run mode, which makes its output folder
     before any check could refuse the input; a `-m` grid goes to Hydra once every job composes.
@@ -137,7 +157,8 @@ def main() -> None:
     except ConfigError as err:
         _refuse(err)
     if not multirun:
-        _run_and_report(cfg, overrides, multirun=False)
+        if not _checked_before_the_stack(cfg):
+            _run_and_report(cfg, overrides, multirun=False)
         return
     from lit_modules.tracking.multirun_parent import multirun_parent  # MLflow: only once every job composed
 

@@ -25,12 +25,11 @@ from lit_modules.build import build_callbacks, build_data, build_model, build_mo
 from lit_modules.callbacks.live_progress import LiveProgress
 from lit_modules.callbacks.run_record import RunRecord
 from lit_modules.config.budget import Budget
-from lit_modules.config.errors import ConfigError
 from lit_modules.config.identity import identity_of
 from lit_modules.config.validate import validated
 from lit_modules.distributed.ranks import launched_ranks
 from lit_modules.evaluation.after_training import evaluate_after_training
-from lit_modules.plan.dry_run import dry_run_report
+from lit_modules.plan.dry_run import print_dry_run
 from lit_modules.resume import init_weights_from, resolve_resume
 from lit_modules.runs import tags as run_tags
 from lit_modules.runs.finished import CONFIG_SIDECAR
@@ -77,11 +76,7 @@ def run(
     checked = validated(cfg)  # the techniques are built and asked here once, and trained with below
     cfg, budget = checked.config, checked.budget
     if cfg.dry_run:
-        text, refusal = dry_run_report(cfg, budget)
-        if ranks.is_zero:
-            print(text)
-        if refusal is not None:  # the plan is printed first: the reader sees what does not fit
-            raise ConfigError(refusal)
+        print_dry_run(cfg, budget, ranks.is_zero)  # the plan is printed first: the reader sees what does not fit
         return RunResult(None, "DRY_RUN", budget=budget)
     if resume_target is None:
         # Before data and model are built: a store that cannot be used fails in seconds, on every rank.

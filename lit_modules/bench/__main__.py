@@ -53,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
             bench_rows.eval_rows(base, s, ratios, rows)
         if "cells" in wanted:
             bench_rows.cell_rows(base, s, ratios, rows)
+        if "first" in wanted:
+            from lit_modules.bench.first_sentence import first_sentence_rows
+
+            first_sentence_rows(s.cell_repeats, ratios, rows)
         if "compile" in wanted:
             from lit_modules.bench.compile import compile_rows
 

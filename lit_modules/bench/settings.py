@@ -11,7 +11,7 @@ fixed cost) use **wall** time, over repeats. Each row is reported as its median 
 within +-3 %, and bench_results/bench.json's `noisy` lists the rows that are not. The issue's targets are
 shown next to the figures (pass/fail); they never fail the bench.
 
-    python -m lit_modules.bench [--quick] [--only lightning,flops,pc,wisca,mols,eval,cells,sweep[,compile]]
+    python -m lit_modules.bench [--quick] [--only lightning,flops,pc,wisca,mols,eval,cells,first,sweep[,compile]]
                                 [--model tiny] [--models tiny,tiny_x4,small] [--blocks 20] [--block-steps 5]
                                 [--warmup 10] [--threads 1] [--cell-repeats 10] [--sweep-repeats 6]
                                 [--sweep-trials 6] [--steps 60] [--repeats 3] [--strict]
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from lit_modules.bench.verdict import Target
 
-DEFAULT_ONLY = "lightning,flops,pc,wisca,mols,eval,cells,sweep"
+DEFAULT_ONLY = "lightning,flops,pc,wisca,mols,eval,cells,first,sweep"
 KNOWN = set(DEFAULT_ONLY.split(",")) | {"compile"}
 WISCA_PERIOD = 250
 
@@ -74,7 +74,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--block-steps", type=int, default=None, help="steps per block (5)")
     parser.add_argument("--warmup", type=int, default=None, help="steps before the first block (10)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the single-threaded rows")
-    parser.add_argument("--cell-repeats", type=int, default=None)
+    parser.add_argument("--cell-repeats", type=int, default=None, help="also the processes of each first_sentence row")
     parser.add_argument("--sweep-repeats", type=int, default=None, help="each repeat runs a 1- and a 2-worker sweep")
     parser.add_argument("--sweep-trials", type=int, default=None)
     parser.add_argument("--steps", type=int, default=60, help="steps of the callback-share fit and the compile row")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lit_modules.callbacks.throughput import peak_flops
+from lit_modules.callbacks.peak_flops import peak_flops
 from lit_modules.config.errors import ConfigError
 
 MIB = 1024**2

@@ -11,16 +11,27 @@ from __future__ import annotations
 import time
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from lit_modules.config import files
 from lit_modules.config.budget import Budget
+from lit_modules.config.errors import ConfigError
 from lit_modules.config.memory import GIB, estimate_memory
 from lit_modules.plan.gpu_plan import USABLE, GpuPlan, plan_gpu_run
 
 GPU_ACCELERATORS = ("gpu", "cuda")
 SMALL_GPU_BATCH = 65_536  # tokens per step below which a GPU plan says there is a recipe (the literature: 0.25-4M)
 PAD = " " * 13  # under the labels' column
+
+
+def print_dry_run(cfg: DictConfig, budget: Budget, is_zero: bool) -> None:
+    """A dry run: its text on rank 0, then ConfigError when the plan does not fit (the reader sees what
+    does not). One home for the CLI's early dry run (train.py) and training_run.run's."""
+    text, refusal = dry_run_report(cfg, budget)
+    if is_zero:
+        print(text)
+    if refusal is not None:
+        raise ConfigError(refusal)
 
 
 def dry_run_report(cfg: DictConfig, budget: Budget) -> tuple[str, str | None]:
@@ -101,9 +112,11 @@ def _cpu_eta_seconds(cfg: DictConfig, budget: Budget) -> float | None:
     """Time a few forward+backward passes of the real model on random tokens; None if it cannot."""
     if cfg.trainer.accelerator not in ("cpu", "auto") or budget.params_total > 50_000_000:
         return None
-    from lit_modules.build import build_model
+    from lit_modules.model import Llama, init_weights
 
-    model, _ = build_model(cfg, [])
+    # build.build_model(cfg, []) without importing build (Lightning: ~2.7 s before the plan's first line).
+    model = Llama(OmegaConf.to_object(cfg.model))
+    init_weights(model, OmegaConf.to_object(cfg.init), generator=torch.Generator().manual_seed(cfg.seed))
     x = torch.randint(0, cfg.model.vocab_size, (cfg.data.batch_size, cfg.data.seq_len))
     start = None
     for i in range(3):

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import lightning as L
 import torch
 from torch import nn
 
 from lit_modules.optim.param_groups import GroupSpec
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # Lightning is not imported by validation (issue 27 item 7: a refusal's first sentence fast)
+    import lightning as L
+
     from lit_modules.techniques.context import TechniqueContext
 
 

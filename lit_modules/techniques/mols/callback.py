@@ -21,7 +21,7 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
-from lit_modules.techniques.mols.scaling import alpha_from_snr, ramp
+from lit_modules.techniques.mols.scaling import alpha_from_snr, planned_steps, ramp
 from lit_modules.optim.build import ADAM_FAMILY
 from lit_modules.techniques.mols.snr import group_snr, measure_gradient_moments
 
@@ -42,16 +42,6 @@ def disjoint_training_windows(trainer: L.Trainer, count: int, micro_batch_size: 
     first = math.ceil(samples_in_budget / size)  # micro-batch m of this stream reads ids [m*size, (m+1)*size)
     stream = TrainWindowStream(dm.shards.train_tokens(), dm.seq_len, size, dm.seed)
     return [stream.batch(first + k) for k in range(count)]
-
-
-def planned_steps(total_steps: int, warmup_steps: int | None, warmup_fraction: float, estimate_step: int | None,
-                  estimate_fraction: float) -> tuple[int, int]:
-    """(estimation step, end of warmup) for a run of `total_steps`, as budget.py lays out warmup; a pure
-    function of the config, so validation checks the timing without building the callback."""
-    warmup = warmup_steps if warmup_steps is not None else round(warmup_fraction * total_steps)
-    warmup = min(warmup, total_steps)
-    at = estimate_step if estimate_step is not None else math.ceil(estimate_fraction * total_steps)
-    return at, warmup
 
 
 def _groups_with_manager(trainer: L.Trainer) -> Iterator[tuple[dict, bool]]:

@@ -47,3 +47,13 @@ def ramp(step: int, start: int, end: int, alpha: float, shape: str = "linear") -
     if shape == "cosine":
         r = 0.5 * (1.0 - math.cos(math.pi * r))
     return 1.0 + (alpha - 1.0) * r
+
+
+def planned_steps(total_steps: int, warmup_steps: int | None, warmup_fraction: float, estimate_step: int | None,
+                  estimate_fraction: float) -> tuple[int, int]:
+    """(estimation step, end of warmup) for a run of `total_steps`, as budget.py lays out warmup; a pure
+    function of the config, so validation checks the timing without building the callback."""
+    warmup = warmup_steps if warmup_steps is not None else round(warmup_fraction * total_steps)
+    warmup = min(warmup, total_steps)
+    at = estimate_step if estimate_step is not None else math.ceil(estimate_fraction * total_steps)
+    return at, warmup

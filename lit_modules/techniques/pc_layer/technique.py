@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-import lightning as L
+from typing import TYPE_CHECKING
+
 from torch import nn
 
 from lit_modules.optim.param_groups import GroupSpec
@@ -26,7 +27,9 @@ from lit_modules.techniques.registry import register
 from lit_modules.techniques.pc_layer.merge import DEFAULT_MERGE_ITERS, merge_pc
 from lit_modules.techniques.pc_layer.parametrization import attach_pc
 from lit_modules.techniques.pc_layer.polynomials import PAPER_LEVEL_FOR_OPTIMIZER, PC_COEFFICIENTS
-from lit_modules.techniques.pc_layer.refresh import PowerIterationRefresh
+
+if TYPE_CHECKING:  # Lightning loads when the refresh callback is built, not when validation asks
+    import lightning as L
 
 # Target name -> module-path suffix. "gate_proj" is SwiGLU's gate; the attention output gate
 # (attn.gate_proj) is not a PC target in the paper and is not offered.
@@ -175,6 +178,8 @@ class PCLayer(Technique):
         return merge_pc(model, refresh_iters=DEFAULT_MERGE_ITERS)
 
     def callbacks(self) -> list[L.Callback]:
+        from lit_modules.techniques.pc_layer.refresh import PowerIterationRefresh
+
         return [PowerIterationRefresh(self.power_iters)]
 
     def tags(self) -> dict[str, str]:

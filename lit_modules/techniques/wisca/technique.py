@@ -26,9 +26,8 @@ the frozen attention pairs are not rescaled (qk and vo are refused on adapted pr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import lightning as L
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -37,7 +36,6 @@ from lit_modules.techniques.base import Technique
 from lit_modules.techniques.context import TechniqueContext
 from lit_modules.techniques.registry import register
 from lit_modules.techniques.scalable_weight import scaling_problem
-from lit_modules.techniques.wisca.callback import WiscaTransitions
 from lit_modules.techniques.wisca.rescales import (
     CHANNEL_REDUCES,
     GRANULARITIES,
@@ -49,6 +47,9 @@ from lit_modules.techniques.wisca.rescales import (
 )
 from lit_modules.techniques.wisca.lora_rescales import has_adapters, plan_lora_model
 from lit_modules.techniques.wisca.opt_state import OPT_STATE_POLICIES
+
+if TYPE_CHECKING:  # Lightning loads when the transitions callback is built, not when validation asks
+    import lightning as L
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 QK_NORM_NAMES = ("q_norm", "k_norm")
@@ -243,6 +244,8 @@ class Wisca(Technique):
         return model
 
     def callbacks(self) -> list[L.Callback]:
+        from lit_modules.techniques.wisca.callback import WiscaTransitions  # Lightning: not for validation
+
         return [WiscaTransitions(self)]
 
     def tags(self) -> dict[str, str]:
