@@ -54,6 +54,3 @@ def hf_logits(folder: Path, x: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         return model(x).logits
 
-
-def tokens(vocab: int, batch: int = 2, length: int = 24, seed: int = 0) -> torch.Tensor:
-    return torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))

@@ -30,6 +30,12 @@ def mlflow_client(runs_dir: Path):
     return MlflowClient(f"sqlite:///{Path(runs_dir).resolve() / 'mlflow.db'}")
 
 
+def metric_history(store, run_id: str, key: str) -> list[tuple[int, float]]:
+    """(step, value) of one metric of a run, in order; `store` is a runs folder or an MlflowClient."""
+    client = mlflow_client(store) if isinstance(store, (str, Path)) else store
+    return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+
+
 def all_runs(runs_dir: Path) -> list:
     """Every run in every experiment of the store (empty if the store was never created)."""
     if not (Path(runs_dir) / "mlflow.db").exists():

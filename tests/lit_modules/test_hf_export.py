@@ -20,7 +20,8 @@ from lit_modules.export.hf_export import export_hf
 from lit_modules.resume import init_weights_from
 from lit_modules.runs.finished import finished_run, rebuild_model
 from lit_modules.train import run
-from tests.helpers.hf import hf_logits, tokens
+from tests.helpers.hf import hf_logits
+from tests.helpers.models import tokens
 from tests.helpers.runs import mlflow_client, tiny_overrides
 
 TEXTS = ["To be, or not to be: that is the question.", "héllo wörld — ✓ 日本語 🙂\n\ttabs  and  spaces", ""]

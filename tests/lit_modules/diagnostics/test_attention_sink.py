@@ -1,6 +1,7 @@
 """Attention sink: the pure reduction on constructed probabilities, and the registry on a real Llama."""
 
 import math
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -8,7 +9,8 @@ import torch
 
 from lit_modules.diagnostics import REGISTRY, DiagnosticContext
 from lit_modules.diagnostics.attention_sink import sink_share, sink_share_per_head, uniform_sink_share
-from lit_modules.model import InitConfig, Llama, LlamaConfig, init_weights
+from lit_modules.model import InitConfig
+from tests.helpers.models import small_llama
 
 
 def uniform_causal(batch: int, heads: int, seq: int) -> torch.Tensor:
@@ -50,13 +52,8 @@ def test_bad_inputs_are_refused():
         sink_share([torch.ones(1, 3, 3)])
 
 
-def tiny_llama(attn_gate: str = "none") -> Llama:
-    cfg = LlamaConfig(vocab_size=50, d_model=32, n_layers=3, n_heads=4, n_kv_heads=2, d_ff=64,
-                      max_seq_len=16, attn_gate=attn_gate)
-    model = Llama(cfg)
-    generator = torch.Generator().manual_seed(0)
-    init_weights(model, InitConfig(rule="fan_in_power", gamma=0.5), generator=generator)
-    return model.eval()
+# Three layers, drawn from seed 0 by fan_in_power with gamma 0.5.
+tiny_llama = partial(small_llama, init=InitConfig(rule="fan_in_power", gamma=0.5), n_layers=3, d_ff=64)
 
 
 def context(model, tmp_path: Path, tokens: torch.Tensor) -> DiagnosticContext:
@@ -68,7 +65,7 @@ TOKENS = torch.randint(0, 50, (3, 10), generator=torch.Generator().manual_seed(1
 
 @pytest.mark.parametrize("attn_gate", ["none", "elementwise"])
 def test_registry_matches_the_pure_function_on_a_real_model(tmp_path, attn_gate):
-    model = tiny_llama(attn_gate)
+    model = tiny_llama(attn_gate=attn_gate).eval()
     m = REGISTRY["attention_sink"](context(model, tmp_path, TOKENS)).metrics
     per_head = sink_share_per_head(model.attention_probs(TOKENS))
     for layer in range(3):
@@ -82,7 +79,7 @@ def test_registry_matches_the_pure_function_on_a_real_model(tmp_path, attn_gate)
 
 
 def test_zero_queries_and_keys_give_uniform_attention_in_every_layer(tmp_path):
-    model = tiny_llama()
+    model = tiny_llama().eval()
     with torch.no_grad():
         for block in model.layers:
             block.attn.q_proj.weight.zero_()

@@ -1,6 +1,7 @@
 """Stable rank and condensation (row cosine similarity): known answers, and the registry on a real Llama."""
 
 import math
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ from lit_modules.diagnostics.weight_geometry import (
     row_cosine_summary,
     stable_rank,
 )
-from lit_modules.model import InitConfig, Llama, LlamaConfig, init_weights
+from lit_modules.model import InitConfig
+from tests.helpers.models import small_llama
 
 FAMILIES = ("q", "k", "v", "o", "attn_gate", "gate", "up", "down")
 
@@ -24,12 +26,9 @@ def gen(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def tiny_llama(attn_gate: str = "elementwise") -> Llama:
-    cfg = LlamaConfig(vocab_size=50, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64,
-                      max_seq_len=16, attn_gate=attn_gate)
-    model = Llama(cfg)
-    init_weights(model, InitConfig(rule="fan_in_power", gamma=1.0), generator=gen())
-    return model.eval()
+# Gated attention, drawn from seed 0 by fan_in_power with gamma 1.
+tiny_llama = partial(small_llama, init=InitConfig(rule="fan_in_power", gamma=1.0), d_ff=64,
+                     attn_gate="elementwise")
 
 
 def context(model: nn.Module, tmp_path: Path, step: int = 3) -> DiagnosticContext:
@@ -112,7 +111,7 @@ def test_family_names():
 
 
 def test_stable_rank_diagnostic_on_tiny_llama(tmp_path):
-    model = tiny_llama()
+    model = tiny_llama().eval()
     result = REGISTRY["stable_rank"](context(model, tmp_path))
     linears = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     for name in linears:
@@ -126,7 +125,7 @@ def test_stable_rank_diagnostic_on_tiny_llama(tmp_path):
 
 
 def test_condensation_diagnostic_on_tiny_llama_writes_heatmap(tmp_path):
-    model = tiny_llama()
+    model = tiny_llama().eval()
     with torch.no_grad():  # condense one matrix by hand: every row the same direction
         rank_one = torch.randn(64, 1, generator=gen(6)) * torch.randn(1, 32, generator=gen(7))
         model.layers[0].mlp.up_proj.weight.copy_(rank_one)
@@ -154,7 +153,7 @@ class RankOne(nn.Module):
 
 
 def test_diagnostics_read_the_effective_weight_of_parametrized_layers(tmp_path):
-    model = tiny_llama(attn_gate="none")
+    model = tiny_llama(attn_gate="none").eval()
     parametrize.register_parametrization(model.layers[0].attn.q_proj, "weight", RankOne())
     ctx = context(model, tmp_path)
     ranks = REGISTRY["stable_rank"](ctx).metrics

@@ -4,6 +4,7 @@ handles empty contexts, generates greedily with stops, and the standard suites r
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 import torch
@@ -16,18 +17,14 @@ from lit_modules.evaluation import EvalConfig, EvalError
 from lit_modules.evaluation.adapter import LiveLM, padded_length, shared_forwards
 from lit_modules.evaluation.hub import hub_unreachable_sentence
 from lit_modules.evaluation.windows import Window, continuation_windows, scoring_windows
-from lit_modules.model import Llama, LlamaConfig
+from tests.helpers.models import small_llama
 
 TOK = ByteTokenizer()
 
 
-def tiny_llama(max_seq_len: int = 64, seed: int = 0) -> Llama:
-    torch.manual_seed(seed)
-    return Llama(
-        LlamaConfig(
-            vocab_size=TOK.vocab_size, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_seq_len=max_seq_len
-        )
-    )
+# The byte vocabulary, plain multi-head attention and the constructor's own init.
+tiny_llama = partial(small_llama, init=None, vocab_size=TOK.vocab_size, n_kv_heads=None, d_ff=64,
+                     max_seq_len=64)
 
 
 class Bigram(nn.Module):

@@ -4,6 +4,8 @@ term reaching the training objective."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -14,6 +16,7 @@ from lit_modules.diagnostics.registry import DiagnosticContext
 from lit_modules.model import InitConfig, Llama, LlamaConfig, count_parameters, flops_per_token, init_weights
 from lit_modules.model.moe import MoE, load_balancing_loss
 from lit_modules.optim.param_groups import build_group_specs
+from tests.helpers.models import tokens as random_tokens
 
 VOCAB = 61
 
@@ -27,8 +30,7 @@ def moe_model(seed: int = 0, **overrides) -> Llama:
     return model
 
 
-def tokens(B: int = 2, T: int = 12, seed: int = 1) -> torch.Tensor:
-    return torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(seed))
+tokens = partial(random_tokens, VOCAB, length=12, seed=1)  # this file's batches: 2 x 12 ids, seed 1
 
 
 def routes(model: Llama, x: torch.Tensor) -> list[torch.Tensor]:
@@ -91,7 +93,7 @@ def test_the_router_learns_from_the_task_loss_at_every_k(k):
     """With the balancing loss off, the language-model loss alone reaches the router at every k (at k = 1 a
     renormalized weight is exactly 1, and the router's gradient was ~1e-9: it could only learn to balance)."""
     model = moe_model(experts_top_k=k, moe_aux_coef=0.0)
-    x = tokens(T=13)
+    x = tokens(length=13)
     loss = torch.nn.functional.cross_entropy(model(x[:, :-1]).reshape(-1, VOCAB), x[:, 1:].reshape(-1))
     loss.backward()
     norms = [float(block.mlp.router.weight.grad.norm()) for block in model.layers]
@@ -137,7 +139,7 @@ def test_flops_per_token_count_the_active_experts(overrides):
     T = 16
     model = moe_model(**overrides)
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-        model(tokens(B=1, T=T)).float().sum().backward()
+        model(tokens(batch=1, length=T)).float().sum().backward()
     measured = counter.get_total_flops()
     analytic = flops_per_token(model.cfg, T)
     assert abs(analytic["total"] * T - measured) / measured < 0.02

@@ -1,5 +1,7 @@
 """Tests for lit_modules.model: shapes, RoPE, GQA, causality, gating, norms, counting."""
 
+from functools import partial
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -11,6 +13,7 @@ from lit_modules.model import Llama, LlamaConfig, count_parameters, flops_per_to
 from lit_modules.model.mlp import SwiGLU
 from lit_modules.model.norm import RMSNorm
 from lit_modules.model.rope import apply_rope, precompute_rope
+from tests.helpers.models import tokens as random_tokens
 
 VOCAB = 97
 
@@ -26,9 +29,7 @@ def build(seed: int = 0, **overrides) -> Llama:
     return Llama(make_cfg(**overrides))
 
 
-def tokens(B: int = 2, T: int = 12, seed: int = 1) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, VOCAB, (B, T), generator=g)
+tokens = partial(random_tokens, VOCAB, length=12, seed=1)  # this file's batches: 2 x 12 ids, seed 1
 
 
 # --------------------------------------------------------------------- shapes
@@ -50,8 +51,8 @@ def test_forward_shapes_and_hidden_states():
 def test_too_long_sequence_raises():
     model = build(max_seq_len=8)
     with pytest.raises(ValueError, match="max_seq_len"):
-        model(tokens(T=9))
-    model(tokens(T=8))
+        model(tokens(length=9))
+    model(tokens(length=8))
 
 
 def test_vocab_zero_raises():
@@ -195,7 +196,7 @@ def test_gqa_equals_mha_with_expanded_kv_weights():
 @pytest.mark.parametrize("overrides", [{}, {"n_kv_heads": 2, "attn_gate": "elementwise"}])
 def test_future_tokens_do_not_change_past_logits(overrides):
     model = build(**overrides)
-    idx = tokens(B=1, T=12)
+    idx = tokens(batch=1, length=12)
     base = model(idx)
     for t in (0, 5, 11):
         changed = idx.clone()
@@ -252,7 +253,7 @@ def test_parameter_counts_match_hand_count():
 def test_flops_per_token_matches_flop_counter(overrides):
     T = 16
     model = build(**overrides)
-    idx = tokens(B=1, T=T)
+    idx = tokens(batch=1, length=T)
     # The math SDPA backend decomposes into bmm, which FlopCounterMode counts
     # (the fused CPU kernel is invisible to it).
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
@@ -398,7 +399,7 @@ def test_headwise_gate_closes_one_head():
 @pytest.mark.parametrize("overrides", [{}, {"n_kv_heads": 2}])
 def test_attention_probs_are_causal_distributions(overrides):
     model = build(seed=11, **overrides)
-    idx = tokens(T=10)
+    idx = tokens(length=10)
     probs = model.attention_probs(idx)
     assert len(probs) == 2
     for p in probs:

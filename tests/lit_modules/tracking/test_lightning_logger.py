@@ -10,11 +10,7 @@ from mlflow.tracking import MlflowClient
 from lit_modules.config.composition import compose_run_config
 from lit_modules.tracking.lightning_logger import MlflowRunLogger
 from lit_modules.train import run
-from tests.helpers.runs import mlflow_client, tiny_overrides
-
-
-def _history(client: MlflowClient, run_id: str, key: str) -> list[tuple[int, float]]:
-    return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+from tests.helpers.runs import metric_history, mlflow_client, tiny_overrides
 
 
 def test_metrics_are_held_until_save_and_written_in_one_batch(tmp_path: Path, monkeypatch):
@@ -27,16 +23,17 @@ def test_metrics_are_held_until_save_and_written_in_one_batch(tmp_path: Path, mo
     monkeypatch.setattr(MlflowClient, "log_batch", lambda self, *a, **k: writes.append(1) or original(self, *a, **k))
     logger.log_metrics({"tokens_seen": 64.0}, step=4)
     logger.log_metrics({"tokens_per_s": 10.0, "epoch": 0}, step=4)
-    assert _history(client, run_id, "tokens_seen") == []
+    assert metric_history(client, run_id, "tokens_seen") == []
     logger.save()
     assert writes == [1]
-    assert _history(client, run_id, "tokens_seen") == [(4, 64.0)]
-    assert _history(client, run_id, "tokens_per_s") == [(4, 10.0)] and _history(client, run_id, "epoch") == []
+    assert metric_history(client, run_id, "tokens_seen") == [(4, 64.0)]
+    assert metric_history(client, run_id, "tokens_per_s") == [(4, 10.0)]
+    assert metric_history(client, run_id, "epoch") == []
     logger.log_metrics({"val/loss": 2.0}, step=9)
     assert logger.has_metric_at("val/loss", 9)  # asking the store first writes what is held
     logger.log_metrics({"val/loss": 1.5}, step=19)
     logger.finalize("failed")
-    assert _history(client, run_id, "val/loss") == [(9, 2.0), (19, 1.5)]
+    assert metric_history(client, run_id, "val/loss") == [(9, 2.0), (19, 1.5)]
 
 
 def test_a_run_writes_one_batch_per_logged_step_and_keeps_every_metric(runs_dir: Path, monkeypatch):
@@ -53,7 +50,7 @@ def test_a_run_writes_one_batch_per_logged_step_and_keeps_every_metric(runs_dir:
     # Steps 4, 9, 14, 19 log (their validations at 9 and 19 are written with them or at the end).
     assert len(writes) <= 6, writes
     client = mlflow_client(runs_dir)
-    assert [s for s, _ in _history(client, result.run_id, "tokens_seen")] == [4, 9, 14, 19]
-    assert [s for s, _ in _history(client, result.run_id, "tokens_per_s")] == [4, 9, 14, 19]
-    assert [s for s, _ in _history(client, result.run_id, "train/loss")] == [4, 9, 14, 19]
-    assert [s for s, _ in _history(client, result.run_id, "val/loss")] == [9, 19]
+    assert [s for s, _ in metric_history(client, result.run_id, "tokens_seen")] == [4, 9, 14, 19]
+    assert [s for s, _ in metric_history(client, result.run_id, "tokens_per_s")] == [4, 9, 14, 19]
+    assert [s for s, _ in metric_history(client, result.run_id, "train/loss")] == [4, 9, 14, 19]
+    assert [s for s, _ in metric_history(client, result.run_id, "val/loss")] == [9, 19]

@@ -10,6 +10,7 @@ from lit_modules.techniques.wisca import callback as wisca_callback
 from lit_modules.techniques.wisca import Wisca
 from lit_modules.train import run
 from lit_modules.config.composition import compose_run_config
+from tests.helpers.runs import metric_history
 
 
 def _train(tmp_path, *overrides: str):
@@ -20,18 +21,13 @@ def _train(tmp_path, *overrides: str):
     return run(cfg)
 
 
-def _history(tmp_path, run_id: str, key: str) -> list[tuple[int, float]]:
-    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
-    return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
-
-
 def test_periodic_wisca_run_logs_transitions(tmp_path):
     result = _train(tmp_path, "wisca=qk_vo_tensor", "techniques.wisca.every_n_steps=5")
     assert result.status == "FINISHED"
     # After optimizer steps 5, 10, 15 and 20, logged at step - 1.
     expected = [(4, 1.0), (9, 2.0), (14, 3.0), (19, 4.0)]
-    assert _history(tmp_path, result.run_id, "wisca/transitions") == expected
-    ratios = _history(tmp_path, result.run_id, "wisca/layer0/qk_l1_ratio")
+    assert metric_history(tmp_path, result.run_id, "wisca/transitions") == expected
+    ratios = metric_history(tmp_path, result.run_id, "wisca/layer0/qk_l1_ratio")
     assert len(ratios) == 4 and all(v > 0 for _, v in ratios)
     tags = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(result.run_id).data.tags
     assert tags["wisca.opt_state"] == "keep" and tags["fidelity.wisca.opt_state"] == "assumed"
@@ -45,8 +41,8 @@ def test_init_and_periodic_channel_wisca_with_muon_and_rescale(tmp_path):
         "model.n_kv_heads=2", "model.attn_gate=headwise", "trainer.max_steps=12",
     )
     assert result.status == "FINISHED"
-    assert _history(tmp_path, result.run_id, "wisca/transitions") == [(0, 1.0), (9, 2.0)]
-    assert len(_history(tmp_path, result.run_id, "wisca/layer1/qk_scale_max")) == 2
+    assert metric_history(tmp_path, result.run_id, "wisca/transitions") == [(0, 1.0), (9, 2.0)]
+    assert len(metric_history(tmp_path, result.run_id, "wisca/layer1/qk_scale_max")) == 2
 
 
 def test_nadam_with_rescale_trains_through_its_transitions(tmp_path):
@@ -54,7 +50,7 @@ def test_nadam_with_rescale_trains_through_its_transitions(tmp_path):
     result = _train(tmp_path, "optim=nadam", "wisca=qk_vo_tensor", "techniques.wisca.every_n_steps=5",
                     "techniques.wisca.opt_state=rescale", "trainer.max_steps=10")
     assert result.status == "FINISHED"
-    assert _history(tmp_path, result.run_id, "wisca/transitions") == [(4, 1.0), (9, 2.0)]
+    assert metric_history(tmp_path, result.run_id, "wisca/transitions") == [(4, 1.0), (9, 2.0)]
 
 
 def test_wisca_on_pc_weights_keeps_the_function_in_a_real_run(tmp_path, monkeypatch):
@@ -96,6 +92,6 @@ def test_paused_and_resumed_run_matches_uninterrupted_run(tmp_path):
     resumed = _train(tmp_path / "split", *common, f"resume={paused.run_id}")
     assert resumed.status == "FINISHED" and resumed.run_id == paused.run_id
     expected = [(0, 1.0), (4, 2.0), (9, 3.0), (14, 4.0), (19, 5.0)]
-    assert _history(tmp_path / "whole", whole.run_id, "wisca/transitions") == expected
-    assert _history(tmp_path / "split", resumed.run_id, "wisca/transitions") == expected
+    assert metric_history(tmp_path / "whole", whole.run_id, "wisca/transitions") == expected
+    assert metric_history(tmp_path / "split", resumed.run_id, "wisca/transitions") == expected
     assert resumed.metrics["val/loss"] == whole.metrics["val/loss"]

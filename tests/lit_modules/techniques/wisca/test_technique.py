@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+from functools import partial
 from types import SimpleNamespace
 
 import pytest
@@ -25,6 +26,7 @@ from lit_modules.techniques.wisca.callback import WiscaTransitions
 from lit_modules.techniques.wisca.technique import structure_problems
 from lit_modules.techniques.wisca.rescales import apply_rescales, plan_qk
 from lit_modules.config.composition import compose_run_config
+from tests.helpers.models import tokens as random_tokens
 
 VOCAB = 61
 
@@ -71,8 +73,7 @@ def unbalanced_model(seed: int = 0, **overrides) -> Llama:
     return model
 
 
-def tokens(B: int = 2, T: int = 24, seed: int = 1) -> torch.Tensor:
-    return torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(seed))
+tokens = partial(random_tokens, VOCAB, length=24, seed=1)  # this file's batches: 2 x 24 ids, seed 1
 
 
 def attn_weights(model: Llama) -> list[dict[str, torch.Tensor]]:

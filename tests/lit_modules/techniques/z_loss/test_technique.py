@@ -17,7 +17,7 @@ from lit_modules.diagnostics import REGISTRY, DiagnosticContext
 from lit_modules.techniques.z_loss import ZLoss
 from lit_modules.techniques.z_loss.normalizer import z_loss
 from lit_modules.train import run
-from tests.helpers.runs import mlflow_client, tiny_overrides
+from tests.helpers.runs import metric_history, mlflow_client, tiny_overrides
 
 
 def test_the_term_is_coef_times_mean_squared_log_normalizer_over_target_positions():
@@ -50,10 +50,6 @@ def test_bad_coefficients_are_refused_in_one_sentence():
             validate(compose_run_config(["z_loss=default", f"techniques.z_loss.coef={coef}"]))
 
 
-def _history(runs_dir: Path, run_id: str, key: str) -> list[tuple[int, float]]:
-    return sorted((m.step, m.value) for m in mlflow_client(runs_dir).get_metric_history(run_id, key))
-
-
 def test_a_run_logs_the_term_and_coef_zero_trains_exactly_as_the_baseline(tmp_path):
     def cell(name: str, *extra: str):
         overrides = tiny_overrides(tmp_path / name, steps=10, **{"trainer.log_every_n_steps": "2",
@@ -66,9 +62,9 @@ def test_a_run_logs_the_term_and_coef_zero_trains_exactly_as_the_baseline(tmp_pa
     term = cell("term", "z_loss=default")
     # The hook adds 0 x the term: the objective, every gradient and so every logged loss stay the baseline's.
     for key in ("train/loss", "val/loss"):
-        assert _history(tmp_path / "zero", zero, key) == _history(tmp_path / "base", base, key)
-    logged = _history(tmp_path / "term", term, "train/z_loss")
-    train_steps = [step for step, _ in _history(tmp_path / "term", term, "train/loss")]
+        assert metric_history(tmp_path / "zero", zero, key) == metric_history(tmp_path / "base", base, key)
+    logged = metric_history(tmp_path / "term", term, "train/z_loss")
+    train_steps = [step for step, _ in metric_history(tmp_path / "term", term, "train/loss")]
     assert [step for step, _ in logged] == train_steps and len(logged) == 5 and all(v > 0 for _, v in logged)
     record = mlflow_client(tmp_path / "term").get_run(term).data
     # Near-uniform logits at the start: log Z ~ log(vocab), so the first term is ~ 1e-4 x log(vocab)^2.
