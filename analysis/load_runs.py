@@ -38,7 +38,7 @@ from mlflow.tracking import MlflowClient
 from lit_modules.runs import tags
 from lit_modules.runs.search import children_filter, find_parent
 from lit_modules.tracking.store import tracking_uri
-from lit_modules.tracking.uri_masking import mask_password
+from lit_modules.runs.uri_masking import mask_password
 
 ENDED = ("FINISHED", "FAILED", "KILLED")
 CACHE_DIR_NAME = "analysis_cache"

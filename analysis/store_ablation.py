@@ -34,7 +34,7 @@ from analysis.seeds import seed_key
 from analysis.load_runs import CURVE_COLUMNS, RunStore, numeric
 from analysis.token_gap import COLUMNS as GAP_COLUMNS
 from analysis.token_gap import load_token_logprobs, token_gap
-from lit_modules.tracking.uri_masking import mask_password
+from lit_modules.runs.uri_masking import mask_password
 
 TOKEN_LOGPROBS = "token_logprobs.npz"
 TOKEN_GAP_COLUMNS = ("arm", "reference", "seed", "note", *GAP_COLUMNS)

@@ -20,7 +20,7 @@ from analysis.results_data import safe_name
 from analysis.html_report import write_html
 from analysis.sections import ARTIFACT_PATH, REPORT_FILE, fresh_dir, reports_root
 from lit_modules.runs import tags
-from lit_modules.tracking.uri_masking import mask_password
+from lit_modules.runs.uri_masking import mask_password
 
 
 SUMMARY_ARTIFACTS = "summary"  # where sweeps.summary logs the study summary on the parent run

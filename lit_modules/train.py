@@ -30,7 +30,7 @@ from lit_modules.data import DataError
 from lit_modules.evaluation.errors import EvalError
 from lit_modules.stack_dumps import enable_stack_dumps
 from lit_modules.tracking.stop_deadline import enable_stop_deadline
-from lit_modules.tracking.uri_masking import mask_password
+from lit_modules.runs.uri_masking import mask_password
 
 if TYPE_CHECKING:
     from lit_modules.training_run import RunResult

@@ -38,9 +38,10 @@ from lit_modules.tracking.job_tags import scheduler_tags
 from lit_modules.tracking.lightning_logger import MlflowRunLogger
 from lit_modules.tracking.run_lifecycle import run_lifecycle, set_tags, stop_signals_deferred
 from lit_modules.tracking.run_start import finished_twin, log_start_artifacts, open_new_run
-from lit_modules.tracking.store import open_client, resolve_tracking_uri, store_exists, tracking_uri
-from lit_modules.tracking.store_check import check_store
-from lit_modules.tracking.uri_masking import mask_tree
+from lit_modules.runs.store import store_exists
+from lit_modules.tracking.store import open_client, resolve_tracking_uri, tracking_uri
+from lit_modules.runs.store_check import check_store
+from lit_modules.runs.uri_masking import mask_tree
 
 
 @dataclass

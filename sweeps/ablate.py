@@ -40,8 +40,8 @@ from lit_modules.runs.search import ABLATION, children_filter, find_parent, pare
 from lit_modules.tracking.run_lifecycle import find_or_open_parent
 from lit_modules.tracking.run_owner import end_dead_runs
 from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, tracking_uri
-from lit_modules.tracking.store_check import check_store
-from lit_modules.tracking.uri_masking import mask_password
+from lit_modules.runs.store_check import check_store
+from lit_modules.runs.uri_masking import mask_password
 from sweeps.progress_lines import CellWatcher
 
 

@@ -32,7 +32,7 @@ from lit_modules.config.finetune_recipe import DEFAULT_RECIPE, FinetuneRecipe, l
 from lit_modules.runs import tags
 from lit_modules.runs.search import ABLATION, find_parent, finished_finetune, grid_bases
 from lit_modules.tracking.store import tracking_uri
-from lit_modules.tracking.uri_masking import mask_password
+from lit_modules.runs.uri_masking import mask_password
 
 
 @dataclass

@@ -18,6 +18,7 @@ from lit_modules.data import DataError
 from lit_modules.data.documents import iter_documents
 from lit_modules.evaluation.errors import EvalError
 from lit_modules.evaluation.probes import run_probes
+from lit_modules.rebuild import inference_view
 from lit_modules.runs.finished import finished_run
 
 PROBE_BEST = "eval/probe/best_acc"
@@ -32,7 +33,7 @@ def probe_finished_runs(client: MlflowClient, run_ids: Iterable[str]) -> str:
             already += 1
             continue
         try:
-            loaded = finished_run(client, run_id).for_inference()
+            loaded = inference_view(finished_run(client, run_id))
             documents = list(iter_documents(loaded.corpus.heldout_path))
             seq_len = min(MAX_PROBE_LEN, int(loaded.config.data.seq_len))
             result = run_probes(loaded.model, loaded.tokenizer, documents, seq_len=seq_len, device="cpu")

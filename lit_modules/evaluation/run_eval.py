@@ -67,11 +67,12 @@ def evaluate_finished_run(
     from .evaluate import evaluate_run
     from .tracking import ARTIFACT_PATH, log_outcome
 
+    from lit_modules.rebuild import inference_view
     from lit_modules.runs.finished import finished_run
     from lit_modules.runs.store import open_store
 
     client = open_store(runs_dir, tracking_uri)
-    loaded = finished_run(client, run_id, key="run").for_inference()
+    loaded = inference_view(finished_run(client, run_id, key="run"))
     cfg = eval_config_for(loaded.eval_config, overrides or {})
     problems = cfg.problems(loaded.corpus.name)
     if problems:

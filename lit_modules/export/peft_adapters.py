@@ -23,7 +23,7 @@ from lit_modules.export.source import ExportSource, refuse_parametrized
 from lit_modules.export.tokenizer_files import TokenIds
 from lit_modules.hf.folder import write_weights
 from lit_modules.hf.names import hf_name
-from lit_modules.runs.finished import rebuild_model
+from lit_modules.rebuild import rebuild_model
 from lit_modules.techniques.lora.adapter import adapters
 
 LORA = "lora"  # the technique's registered name

@@ -11,7 +11,8 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from lit_modules.config.errors import ConfigError
-from lit_modules.runs.finished import RunCheckpoint, config_on_schema, finished_run, model_weights, rebuild_model
+from lit_modules.rebuild import rebuild_model
+from lit_modules.runs.finished import RunCheckpoint, config_on_schema, finished_run, model_weights
 from lit_modules.runs.store import open_store
 
 

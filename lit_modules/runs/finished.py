@@ -1,9 +1,11 @@
 """A run after training as resume, evaluation, fine-tuning, probes and the PC export read it.
 
     run = finished_run(client, run_id, key="run")       # its MLflow record and its checkpoint folder
-    view = run.for_inference()                          # model (inference form), tokenizer, corpus, config, step
     checkpoint = RunCheckpoint(Path(".../last.ckpt"))   # a checkpoint path: resume, init_from, the PC export
-    model = checkpoint.trained_model()                  # the run's model with its trained weights
+    state = checkpoint.state()                          # its contents, checksum verified
+
+The model itself is rebuilt above runs/, by lit_modules.rebuild (trained_model, inference_view): this module
+loads neither the model, the techniques nor Lightning.
 
 A run's checkpoint folder (tag `checkpoint_dir`) holds `last.ckpt`, its checksum `last.ckpt.sha256` and
 `config.json` (the resolved config, the run id and the config hash). The checkpoint is read only through
@@ -18,14 +20,13 @@ import json
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
 
 from mlflow.tracking import MlflowClient
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.runs import tags
+from lit_modules.runs.uri_masking import mask_password
 from lit_modules.verified_checkpoint import load_verified_checkpoint, verify_checkpoint
-from lit_modules.tracking.uri_masking import mask_password
 
 CHECKPOINT_FILE = "last.ckpt"
 CONFIG_SIDECAR = "config.json"
@@ -64,12 +65,6 @@ class RunCheckpoint:
         """The checkpoint's contents, read only after its checksum has been verified (CheckpointError)."""
         return load_verified_checkpoint(self.path)
 
-    def trained_model(self, state: dict | None = None, for_inference: bool = False):
-        """The run's model rebuilt from config.json (with its techniques' model transforms), trained weights
-        loaded; `for_inference` applies each technique's inference form (e.g. merged PC weights)."""
-        state = self.state() if state is None else state  # verified before anything is built
-        return rebuild_model(config_on_schema(self.config()), model_weights(state), for_inference)
-
 
 def model_weights(state: dict) -> dict:
     """The network's tensors of a training checkpoint, under the network's own parameter names."""
@@ -84,33 +79,6 @@ def config_on_schema(recorded: dict):
 
     known = {f.name for f in fields(Config)}
     return OmegaConf.merge(OmegaConf.structured(Config), {k: v for k, v in recorded.items() if k in known})
-
-
-def rebuild_model(cfg, weights: dict | None = None, for_inference: bool = False):
-    """The model a run of `cfg` trains (techniques' model transforms applied), with `weights` loaded."""
-    from lit_modules.build import build_model, build_techniques
-
-    techniques = build_techniques(cfg)
-    model, _ = build_model(cfg, techniques)
-    if weights is not None:
-        model.load_state_dict(weights)
-    if for_inference:
-        for technique in techniques:
-            model = technique.prepare_for_inference(model)
-    return model
-
-
-@dataclass(frozen=True)
-class InferenceView:
-    """What evaluation and probes need of a run: its model as deployed, tokenizer, corpus, config, step."""
-
-    run_id: str
-    model: Any
-    tokenizer: Any
-    corpus: Any
-    config: Any  # the run's config (DictConfig on the current schema)
-    eval_config: dict | None  # the run's recorded `eval` node, if any
-    step: int  # the optimizer step of the checkpoint
 
 
 @dataclass(frozen=True)
@@ -132,20 +100,6 @@ class FinishedRun:
     def metric(self, key: str) -> float:
         """The run's final value of a metric (NaN if it never logged one)."""
         return float(self.metrics.get(key, math.nan))
-
-    def for_inference(self) -> InferenceView:
-        """Rebuild the model (weights from the verified checkpoint, inference form), tokenizer and corpus."""
-        from omegaconf import OmegaConf
-
-        from lit_modules.data import build_tokenizer, prepare_corpus
-
-        state = self.checkpoint.state()  # a damaged checkpoint is refused before anything is built
-        cfg = config_on_schema(self.config)
-        model = rebuild_model(cfg, model_weights(state), for_inference=True)
-        corpus = prepare_corpus(OmegaConf.to_object(cfg.data))
-        tokenizer = build_tokenizer(OmegaConf.to_object(cfg.tokenizer), corpus)
-        step = int(state.get("global_step", 0))
-        return InferenceView(self.run_id, model, tokenizer, corpus, cfg, self.config.get("eval"), step)
 
 
 def finished_run(client: MlflowClient, run_id: str, key: str = "run", require_finished: bool = False) -> FinishedRun:

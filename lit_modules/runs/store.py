@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlparse
 
 from mlflow.tracking import MlflowClient
+from sqlalchemy.engine import make_url
 
 from lit_modules.config.errors import ConfigError
-from lit_modules.tracking.store import store_exists
-from lit_modules.tracking.store_check import check_store
-from lit_modules.tracking.uri_masking import keep_off_stdout
+from lit_modules.runs.store_check import check_store
+from lit_modules.runs.uri_masking import keep_off_stdout
 
 
 def open_store(runs_dir: str | Path = "runs", tracking_uri: str | None = None) -> MlflowClient:
@@ -34,3 +35,15 @@ def open_store(runs_dir: str | Path = "runs", tracking_uri: str | None = None) -
         raise ConfigError(f"There is no MLflow store at {uri}; point MLFLOW_TRACKING_URI at the store the run is in.")
     check_store(uri)
     return MlflowClient(keep_off_stdout(uri))
+
+
+def store_exists(uri: str) -> bool:
+    """False only for a local store not made yet (an SQLite file, a file-store folder): nothing can be found
+    in it, and a client opened on it would create it. A server's or a database's store is assumed to exist."""
+    if uri.startswith("sqlite:"):
+        database = make_url(uri).database
+        return not database or database == ":memory:" or Path(database).exists()
+    scheme = urlparse(uri).scheme
+    if scheme in ("", "file"):
+        return Path(urlparse(uri).path if scheme else uri).exists()
+    return True

@@ -20,7 +20,7 @@ from lit_modules.runs.search import children_filter
 from lit_modules.tracking.run_lifecycle import open_run, set_tags
 from lit_modules.tracking.run_names import unique_run_name
 from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, tracking_uri
-from lit_modules.tracking.store_check import check_store
+from lit_modules.runs.store_check import check_store
 from lit_modules.tracking.system_tags import NOTE, SOURCE_NAME, USER, entry_point, user
 
 

@@ -20,7 +20,7 @@ from lit_modules.runs.tags import END_REASON, PARENT, RESUMED
 from lit_modules.tracking.run_owner import own_run
 from lit_modules.tracking.stop_deadline import arm_stop_deadline
 from lit_modules.tracking.store import store_lock
-from lit_modules.tracking.uri_masking import mask_password
+from lit_modules.runs.uri_masking import mask_password
 
 MAX_PARAM_CHARS = 6000
 

@@ -25,7 +25,7 @@ from lit_modules.tracking.run_names import base_run_name, unique_run_name
 from lit_modules.tracking.run_owner import end_dead_runs
 from lit_modules.tracking.store import get_or_create_experiment
 from lit_modules.tracking.system_tags import system_tags
-from lit_modules.tracking.uri_masking import mask_password
+from lit_modules.runs.uri_masking import mask_password
 
 
 def open_new_run(client: MlflowClient, cfg: DictConfig, resolved: dict, budget: Budget, config_hash: str,

@@ -14,8 +14,8 @@ from sqlalchemy.engine import make_url
 
 from lit_modules.data.locking import build_lock
 
-from lit_modules.tracking.store_check import HINT, StoreError
-from lit_modules.tracking.uri_masking import keep_off_stdout
+from lit_modules.runs.store_check import HINT, StoreError
+from lit_modules.runs.uri_masking import keep_off_stdout
 
 # Tracking URIs served by an MLflow server (or a hosted one), which decides where artifacts go.
 SERVER_SCHEMES = ("http", "https", "databricks")
@@ -37,18 +37,6 @@ def tracking_uri(configured: str | None, runs_dir: str) -> str:
     if uri == f"sqlite:///{folder / 'mlflow.db'}":
         folder.mkdir(parents=True, exist_ok=True)
     return uri
-
-
-def store_exists(uri: str) -> bool:
-    """False only for a local store not made yet (an SQLite file, a file-store folder): nothing can be found
-    in it, and a client opened on it would create it. A server's or a database's store is assumed to exist."""
-    if uri.startswith("sqlite:"):
-        database = make_url(uri).database
-        return not database or database == ":memory:" or Path(database).exists()
-    scheme = urlparse(uri).scheme
-    if scheme in ("", "file"):
-        return Path(urlparse(uri).path if scheme else uri).exists()
-    return True
 
 
 @contextlib.contextmanager

@@ -18,7 +18,8 @@ from lit_modules.data.tokenization import ByteTokenizer
 from lit_modules.export.__main__ import main as export_main
 from lit_modules.export.hf_export import export_hf
 from lit_modules.resume import init_weights_from
-from lit_modules.runs.finished import finished_run, rebuild_model
+from lit_modules.rebuild import rebuild_model, trained_model
+from lit_modules.runs.finished import finished_run
 from lit_modules.train import run
 from tests.helpers.hf import hf_logits
 from tests.helpers.models import tokens
@@ -40,7 +41,7 @@ def runs(tmp_path_factory) -> dict:
 
 
 def _merged(runs, key):
-    return finished_run(mlflow_client(runs["runs_dir"]), runs[key]).checkpoint.trained_model(for_inference=True).eval()
+    return trained_model(finished_run(mlflow_client(runs["runs_dir"]), runs[key]).checkpoint, for_inference=True).eval()
 
 
 def _diff(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -17,7 +17,7 @@ from lit_modules.config.composition import compose_run_config
 from lit_modules.hf import ModelFolderError
 from lit_modules.config.validate import validated
 from lit_modules.resume import init_weights_from
-from lit_modules.runs.finished import rebuild_model
+from lit_modules.rebuild import rebuild_model
 from tests.helpers.hf import DROP, edit_config, hf_folder, hf_logits
 from tests.helpers.models import tokens
 from tests.helpers.runs import REPO, all_runs, tiny_overrides

@@ -9,6 +9,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from lit_modules.config.composition import compose_run_config
+from lit_modules.rebuild import trained_model
 from lit_modules.runs.finished import finished_run
 from lit_modules.train import run
 from tests.helpers.runs import all_runs, tiny_overrides
@@ -18,7 +19,7 @@ MOE = {"model": "tiny_moe"}
 
 def _model(runs_dir, run_id):
     client = MlflowClient(f"sqlite:///{runs_dir}/mlflow.db")
-    return finished_run(client, run_id).checkpoint.trained_model()
+    return trained_model(finished_run(client, run_id).checkpoint)
 
 
 def test_a_paused_moe_run_resumes_exactly(tmp_path):

@@ -168,7 +168,7 @@ def test_sqlite_store_under_a_file_is_refused(runs_dir: Path, tmp_path: Path, mo
 
 
 def test_database_store_check_refuses_a_closed_port_without_showing_the_password() -> None:
-    from lit_modules.tracking import store_check
+    from lit_modules.runs import store_check
 
     # The port check alone: check_store asks for the database's driver first (see the driver tests below).
     with pytest.raises(ConfigError, match="unreachable") as err:
@@ -226,7 +226,7 @@ def test_the_store_lock_refuses_a_folder_it_cannot_make_in_one_sentence() -> Non
 
 
 def test_the_store_check_leaves_no_probe_behind(tmp_path: Path) -> None:
-    from lit_modules.tracking.store_check import check_store
+    from lit_modules.runs.store_check import check_store
 
     check_store(f"sqlite:///{tmp_path}/new/mlflow.db")
     (tmp_path / "old.db").write_text("")

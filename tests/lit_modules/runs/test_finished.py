@@ -7,6 +7,7 @@ import torch
 
 from lit_modules.config.composition import compose_run_config
 from lit_modules.config.errors import ConfigError
+from lit_modules.rebuild import inference_view, trained_model
 from lit_modules.runs.finished import RunCheckpoint, finished_run
 from lit_modules.runs.store import open_store
 from lit_modules.train import run
@@ -26,10 +27,10 @@ def test_the_run_its_config_and_its_trained_model(trained):
     found = finished_run(open_store(runs_dir), run_id, key="run", require_finished=True)
     assert found.status == "FINISHED" and found.config["model"]["name"] == "tiny"
     assert found.metric("val/loss") == pytest.approx(mlflow_client(runs_dir).get_run(run_id).data.metrics["val/loss"])
-    view = found.for_inference()
+    view = inference_view(found)
     state = torch.load(found.checkpoint.path, map_location="cpu", weights_only=True)["state_dict"]
     assert view.step == 6 and torch.equal(view.model.lm_head.weight, state["model.lm_head.weight"])
-    rebuilt = RunCheckpoint(found.checkpoint.path).trained_model()
+    rebuilt = trained_model(RunCheckpoint(found.checkpoint.path))
     assert all(torch.equal(a, b) for a, b in zip(rebuilt.state_dict().values(), view.model.state_dict().values()))
 
 

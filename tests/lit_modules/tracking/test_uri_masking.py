@@ -10,8 +10,8 @@ import pytest
 
 from tests.helpers.runs import mlflow_client
 from lit_modules.tracking.run_lifecycle import open_run, set_tags
-from lit_modules.tracking.store_check import check_store
-from lit_modules.tracking.uri_masking import mask_password, mask_tree
+from lit_modules.runs.store_check import check_store
+from lit_modules.runs.uri_masking import mask_password, mask_tree
 
 
 @pytest.mark.parametrize("text, masked", [
@@ -76,7 +76,7 @@ def test_store_check_reaches_a_server_whose_url_carries_credentials() -> None:
 
 def test_mlflow_prints_no_run_link_built_from_a_url_with_a_password(monkeypatch) -> None:
     from lit_modules.tracking.store import resolve_tracking_uri
-    from lit_modules.tracking.uri_masking import SUPPRESS_URL_PRINTING
+    from lit_modules.runs.uri_masking import SUPPRESS_URL_PRINTING
 
     monkeypatch.delenv(SUPPRESS_URL_PRINTING, raising=False)
     assert resolve_tracking_uri("http://127.0.0.1:5000", "runs") == "http://127.0.0.1:5000"

@@ -13,6 +13,7 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validated
 from lit_modules.finetune import finetune
 from lit_modules.config.finetune_recipe import load_recipe
+from lit_modules.rebuild import trained_model
 from lit_modules.runs.finished import finished_run
 from lit_modules.export.plain import export_plain, load_merged
 from lit_modules.optim.build import build_optimizer
@@ -76,7 +77,7 @@ def base(tmp_path_factory):
 
 
 def _model(runs_dir, run_id, for_inference=False):
-    return finished_run(mlflow_client(runs_dir), run_id).checkpoint.trained_model(for_inference=for_inference)
+    return trained_model(finished_run(mlflow_client(runs_dir), run_id).checkpoint, for_inference=for_inference)
 
 
 def test_pissa_on_a_finished_run_trains_only_the_adapters_and_rebuilds_merged(base):

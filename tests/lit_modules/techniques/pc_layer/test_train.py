@@ -8,7 +8,8 @@ import pytest
 import torch
 from tests.helpers.runs import mlflow_client, tiny_overrides
 
-from lit_modules.runs.finished import config_on_schema, rebuild_model
+from lit_modules.rebuild import rebuild_model
+from lit_modules.runs.finished import config_on_schema
 from lit_modules.export.__main__ import main as export_main
 from lit_modules.export.plain import export_plain, load_merged
 from lit_modules.techniques.pc_layer.merge import DEFAULT_MERGE_ITERS
