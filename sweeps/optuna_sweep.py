@@ -47,6 +47,7 @@ from sweeps.samplers import build_pruner, build_sampler
 from sweeps.space import ParamSpec, as_overrides, sample
 from sweeps.summary import write_summary
 from sweeps.sweep_config import SweepConfig, load_sweep_config
+from sweeps.sweep_workers import await_parent, spawn_workers, stop_workers
 
 FINISHED_STATES = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 PARENT_ATTR = "mlflow_parent_run_id"  # in the study: what a worker on another machine joins
@@ -60,6 +61,7 @@ class Invocation:
     worker: bool = False
     worker_index: int = 0
     parent_run_id: str | None = None
+    await_parent: bool = False  # spawned by the driver before its set-up: waits for the parent run
 
 
 def parse_args(argv: list[str]) -> Invocation:
@@ -70,6 +72,8 @@ def parse_args(argv: list[str]) -> Invocation:
             inv.worker = True
         elif arg == "--parent-run-id":
             inv.parent_run_id = next(args)
+        elif arg == "--await-parent":
+            inv.await_parent = True
         elif arg == "--worker-index":
             inv.worker_index = int(next(args))
         elif arg.startswith("sweep="):
@@ -296,9 +300,14 @@ def main(argv: list[str] | None = None) -> int:
     inv = parse_args(sys.argv[1:] if argv is None else argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    joining = inv.worker and inv.parent_run_id is None  # started by hand, e.g. on another machine
+    joining = inv.worker and inv.parent_run_id is None and not inv.await_parent  # started by hand elsewhere
+    others: list[subprocess.Popen] = []
     try:
         cfg, specs = load_sweep_config(inv.sweep_name, inv.sweep_dotlist)
+        if not inv.worker:
+            # The other workers start now, not after the driver's validation, study and parent run: their
+            # imports (~10 s, Lightning, MLflow) overlap the driver's set-up instead of delaying trials.
+            others = spawn_workers(argv, cfg.workers)
         threads = max(1, (os.cpu_count() or 1) // cfg.workers)
         if not inv.worker or joining:
             # Fail fast on a broken base experiment, before a study or a parent run exists.
@@ -312,12 +321,16 @@ def main(argv: list[str] | None = None) -> int:
             inv.parent_run_id = joined_parent(cfg)
             inv.worker_index = inv.worker_index or _joining_worker_index()
     except (ConfigError, DataError) as err:
+        stop_workers(others)
         print(f"error: {err}", file=sys.stderr)
         return 2
     except Exception as err:  # noqa: BLE001 - e.g. Hydra rejecting an unknown override key
+        stop_workers(others)
         print(f"error: {mask_password(str(err).splitlines()[0])}", file=sys.stderr)
         return 2
 
+    if inv.await_parent:
+        inv.parent_run_id = await_parent(lambda: joined_parent(cfg))
     if inv.worker:
         if joining:
             print(f"worker joined sweep '{cfg.study_name}' (parent run {inv.parent_run_id}); "
@@ -325,17 +338,18 @@ def main(argv: list[str] | None = None) -> int:
         work(cfg, specs, inv.run_overrides, inv.parent_run_id, threads, inv.worker_index)
         return 0
 
-    client = open_client(tracking_uri(None, cfg.runs_dir))
-    study = open_study(cfg, specs)  # created once here, so workers never race to create it
-    parent_run_id = open_parent_run(client, cfg)
-    study.set_user_attr(PARENT_ATTR, parent_run_id)
+    try:
+        client = open_client(tracking_uri(None, cfg.runs_dir))
+        study = open_study(cfg, specs)  # created once here, so workers never race to create it
+        parent_run_id = open_parent_run(client, cfg)
+        study.set_user_attr(PARENT_ATTR, parent_run_id)  # the awaiting workers start their trials now
+    except BaseException:
+        stop_workers(others)
+        raise
     print(f"sweep '{cfg.study_name}': {finished(study)}/{cfg.n_trials} trials finished so far; "
           f"{cfg.workers} worker(s) x {threads} thread(s); storage {mask_password(storage_url(cfg))}")
     status = "FINISHED"
     try:
-        argv_worker = [sys.executable, "-m", "sweeps.optuna_sweep", *(argv if argv is not None else sys.argv[1:]),
-                       "--worker", "--parent-run-id", parent_run_id]
-        others = [subprocess.Popen([*argv_worker, "--worker-index", str(i)]) for i in range(1, cfg.workers)]
         work(cfg, specs, inv.run_overrides, parent_run_id, threads)
         codes = [p.wait() for p in others]
         if any(codes):
