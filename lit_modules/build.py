@@ -25,13 +25,13 @@ from lit_modules.callbacks.throughput import Throughput
 from lit_modules.callbacks.validation_replay import ValidationReplay
 from lit_modules.config.budget import Budget
 from lit_modules.config.errors import ConfigError
+from lit_modules.config.technique_context import instantiate_techniques
 from lit_modules.data import LMDataModule, build_tokenizer, prepare_corpus, prepare_shards
 from lit_modules.distributed.strategy import lightning_strategy
 from lit_modules.lm_module import CausalLMModule
 from lit_modules.model import Llama, init_weights
 from lit_modules.optim.build import build_optimizer, build_schedule
 from lit_modules.techniques.base import Technique
-from lit_modules.techniques.context import instantiate_techniques
 from lit_modules.verified_checkpoint import VerifiedCheckpointIO
 
 

@@ -9,11 +9,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from lit_modules.config.budget import Budget, compute_budget
+from lit_modules.config.data import static_vocab_size
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.global_batch import derive_accumulation
-from lit_modules.data.config import static_vocab_size
-from lit_modules.hf.start import with_hf_start
-from lit_modules.techniques.context import TechniqueContext, instantiate_techniques
+from lit_modules.config.hf_start import with_hf_start
+from lit_modules.config.technique_context import TechniqueContext, instantiate_techniques
 from lit_modules.distributed.ranks import launch_problems, launched_ranks
 
 OPTIMIZERS = ("adamw", "muon", "adam_mini", "nadam", "lamb")

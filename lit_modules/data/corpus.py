@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from lit_modules.config.data import DataConfig
+from lit_modules.errors import DataError
+
 from .atomic import atomic_open, atomic_write_json
-from .config import DataConfig
 from .documents import choose_heldout, format_document, normalize_document
-from .errors import DataError
 from .hashing import fingerprint, sha256_file
 from .locking import build_lock
 from .records import read_record

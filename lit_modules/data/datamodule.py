@@ -15,7 +15,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
-from .errors import DataError
+from lit_modules.errors import DataError
+
 from .sampling import evenly_spaced_starts, micro_batch_sample_ids, window_starts
 from .shards import ShardSet
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from .config import DataConfig
-from .errors import DataError
+from lit_modules.config.data import DataConfig
+from lit_modules.errors import DataError
+
 from .hashing import unit_interval_hash
 from .text_files import file_identity
 

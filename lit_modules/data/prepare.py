@@ -14,10 +14,10 @@ import time
 from collections.abc import Sequence
 
 from lit_modules.config import files
+from lit_modules.config.data import DataConfig, TokenizerConfig
+from lit_modules.errors import DataError
 
-from .config import DataConfig, TokenizerConfig
 from .corpus import prepare_corpus
-from .errors import DataError
 from .shards import prepare_shards
 from .tokenization import build_tokenizer
 

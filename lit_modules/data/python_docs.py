@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import platform
 
-from .errors import DataError
+from lit_modules.errors import DataError
 
 EXTRACTION_RULE_VERSION = 1
 

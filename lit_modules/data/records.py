@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import DataError
+from lit_modules.errors import DataError
 
 # What a truncated, hand-edited or foreign JSON file raises when parsed and indexed.
 RECORD_ERRORS: tuple[type[Exception], ...] = (ValueError, KeyError, TypeError)

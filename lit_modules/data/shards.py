@@ -20,10 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
+from lit_modules.errors import DataError
+
 from .atomic import atomic_open, atomic_write_json
 from .corpus import Corpus
 from .documents import iter_documents
-from .errors import DataError
 from .hashing import fingerprint, sha256_file
 from .locking import build_lock
 from .records import read_record

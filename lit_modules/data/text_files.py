@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import DataError
+from lit_modules.errors import DataError
 
 SECTIONS_PER_FILE = 100
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")

@@ -12,11 +12,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from lit_modules.config.data import BYTE_VOCAB_SIZE, TokenizerConfig
+from lit_modules.config.tokenizer_file import load_tokenizer_file
+from lit_modules.errors import DataError
+
 from .atomic import atomic_write_text
-from .config import BYTE_VOCAB_SIZE, TokenizerConfig
-from .errors import DataError
 from .hashing import fingerprint, sha256_text
-from .tokenizer_file import load_tokenizer_file
 
 BOS_TOKEN, EOS_TOKEN, PAD_TOKEN = "<|bos|>", "<|eos|>", "<|pad|>"
 # Names used for the start/end-of-text tokens by common pretrained tokenizers, in preference order.

@@ -95,7 +95,7 @@ def evaluate_finished_run(
 
 def main(argv: Optional[list[str]] = None) -> int:
     from lit_modules.config.errors import ConfigError
-    from lit_modules.data.errors import DataError
+    from lit_modules.errors import DataError
 
     try:
         run_keys, overrides = parse_args(sys.argv[1:] if argv is None else argv)

@@ -17,7 +17,7 @@ import yaml
 from lit_modules.data.atomic import atomic_write_json, atomic_write_text
 from lit_modules.data.corpus import Corpus
 from lit_modules.data.documents import iter_documents
-from lit_modules.data.errors import DataError
+from lit_modules.errors import DataError
 from lit_modules.data.hashing import fingerprint, sha256_file
 from lit_modules.data.locking import build_lock
 from lit_modules.data.records import read_record

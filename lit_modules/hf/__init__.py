@@ -3,18 +3,18 @@
     config_map.py   config.json <-> LlamaConfig, and the one-sentence refusal of what we cannot represent
     names.py        our parameter names <-> Hugging Face Llama's
     folder.py       reading a local folder's config and (sharded) safetensors; writing safetensors
-    start.py        a run config whose model and tokenizer come from the folder named by init_from
+    start.py        the folder's weights for init_from (the run config's half is config/hf_start.py)
 
 A folder as the base of a fine-tune is lit_modules.runs.hf_base. Local folders only: nothing is fetched from a
-hub. The way out is lit_modules.export. This package sits just above model/ and data/ (config/validate calls
-start.py), so it imports neither config/ nor runs/.
+hub. The way out is lit_modules.export. This package sits just above model/ and below config/ (validation
+reads a folder through config/hf_start.py), so it imports neither config/, data/ nor runs/.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from lit_modules.data.errors import DataError
+from lit_modules.errors import DataError
 
 HF_PREFIX = "hf:"  # init_from=hf:<folder>, base_run=hf:<folder>
 

@@ -93,7 +93,7 @@ def _eta_seconds(cfg: DictConfig, budget: Budget, device: Gpu, mfu: float, world
 
 def _fsdp_refusal(cfg: DictConfig) -> str | None:
     """The first sentence in which one of the run's techniques refuses trainer.strategy=fsdp, or None."""
-    from lit_modules.techniques.context import TechniqueContext, instantiate_techniques
+    from lit_modules.config.technique_context import TechniqueContext, instantiate_techniques
 
     sharded = cfg.copy()
     sharded.trainer.strategy = "fsdp"

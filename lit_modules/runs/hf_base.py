@@ -1,7 +1,7 @@
 """A Hugging Face folder as the base of a fine-tune: `python -m lit_modules.finetune base_run=hf:<folder>`.
 
 A folder has no recorded run config, so the base config is the platform's default run with the folder's
-model and tokenizer (lit_modules.hf.start); the fine-tune recipe then sets data, optimizer and steps as for
+model and tokenizer (lit_modules.config.hf_start); the fine-tune recipe then sets data, optimizer and steps as for
 any base. It has no MLflow run: nothing to nest under, no pre-training val/loss (NaN).
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
+from lit_modules.config.hf_start import with_hf_start
 from lit_modules.hf import HF_PREFIX, hf_folder
-from lit_modules.hf.start import with_hf_start
 from lit_modules.runs.finished import FinishedRun, RunCheckpoint
 
 

@@ -19,7 +19,7 @@ from lit_modules.optim.param_groups import GroupSpec
 if TYPE_CHECKING:  # Lightning is not imported by validation (issue 27 item 7: a refusal's first sentence fast)
     import lightning as L
 
-    from lit_modules.techniques.context import TechniqueContext
+    from lit_modules.config.technique_context import TechniqueContext
 
 
 class Technique:

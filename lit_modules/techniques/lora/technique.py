@@ -32,9 +32,9 @@ from omegaconf import ListConfig
 from torch import nn
 from torch.nn.utils import parametrize
 
+from lit_modules.config.technique_context import TechniqueContext
 from lit_modules.optim.param_groups import GroupSpec
 from lit_modules.techniques.base import Technique
-from lit_modules.techniques.context import TechniqueContext
 from lit_modules.techniques.lora.adapter import VARIANTS, attach, merge, scaling_of
 from lit_modules.techniques.pc_layer.technique import TARGET_PATHS as PC_TARGET_PATHS
 from lit_modules.techniques.registry import register

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from lit_modules.techniques.base import Technique
-from lit_modules.techniques.context import TechniqueContext
+from lit_modules.config.technique_context import TechniqueContext
 from lit_modules.techniques.registry import register
 from lit_modules.techniques.mols.groups import (
     ADAM_GROUPS_UNDER_MUON,

@@ -33,7 +33,7 @@ import torch.distributed as dist
 from torch import nn
 
 from lit_modules.techniques.base import Technique
-from lit_modules.techniques.context import TechniqueContext
+from lit_modules.config.technique_context import TechniqueContext
 from lit_modules.techniques.registry import register
 from lit_modules.techniques.scalable_weight import scaling_problem
 from lit_modules.techniques.wisca.rescales import (

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from lit_modules.config.composition import compose_run_config
 from lit_modules.config.validate import validated
 from lit_modules.techniques import TECHNIQUES, Technique
-from lit_modules.techniques import context as context_module
+from lit_modules.config import technique_context as context_module
 from lit_modules.techniques.mols import callback as mols_callback
 from tests.helpers.runs import REPO
 

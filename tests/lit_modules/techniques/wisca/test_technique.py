@@ -20,7 +20,7 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
 from lit_modules.model import Llama, LlamaConfig
 from lit_modules.model.norm import RMSNorm
-from lit_modules.techniques import context as context_module
+from lit_modules.config import technique_context as context_module
 from lit_modules.techniques.wisca import Wisca
 from lit_modules.techniques.wisca.callback import WiscaTransitions
 from lit_modules.techniques.wisca.technique import structure_problems

@@ -6,6 +6,9 @@
 
 The training entry point validates with one context and trains with the same technique objects, so a
 technique is instantiated once per run and never rebuilt to answer another technique's question.
+
+It lives in config/, beside the budget it carries, because validation asks it: the techniques are built by
+their configs' `_target_` (Hydra), so config/ imports no technique and techniques/ sits above it (issue 30).
 """
 
 from __future__ import annotations

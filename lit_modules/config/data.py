@@ -11,19 +11,19 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, List, Optional
 
-from .errors import DataError
+from lit_modules.errors import DataError
 
 SOURCES = ("embedded", "hf", "text_files", "sft")
 EMBEDDED_CORPORA = ("shakespeare", "python_docs")
 TOKENIZER_KINDS = ("byte", "bpe", "pretrained")
-# UTF-8 bytes 0..255 plus BOS, EOS and PAD; see tokenization.ByteTokenizer.
+# UTF-8 bytes 0..255 plus BOS, EOS and PAD; see data/tokenization.ByteTokenizer.
 BYTE_VOCAB_SIZE = 259
 
 
 @dataclass
 class DataConfig:
     name: str = "shakespeare"
-    source: str = "embedded"  # "embedded" | "hf" | "text_files" | "sft" (prompt/response pairs, see sft.py)
+    source: str = "embedded"  # "embedded" | "hf" | "text_files" | "sft" (prompt/response pairs, see data/sft.py)
     seq_len: int = 128
     batch_size: int = 16  # micro-batch per device
     val_batches: int = 8
@@ -123,7 +123,7 @@ def static_vocab_size(cfg: TokenizerConfig | Any) -> int:
 
 
 def _tokenizer_file_vocab_size(path: Path) -> int:
-    from .tokenizer_file import load_tokenizer_file  # local import: `tokenizers` loads only when needed
+    from lit_modules.config.tokenizer_file import load_tokenizer_file  # local import: `tokenizers` loads only when needed
 
     return load_tokenizer_file(path).get_vocab_size(with_added_tokens=True)
 

@@ -1,14 +1,14 @@
 """Read a `tokenizer.json` (the `tokenizers` library's format); a missing or malformed file is a DataError.
 
-Its own module because both the tokenizer config (the vocabulary size a pretrained file gives, known before
-any data is read) and the tokenizers themselves read such files.
+Its own module, in config/ beside data.py, because both the tokenizer config (the vocabulary size a
+pretrained file gives, known before any data is read) and data/'s tokenizers read such files.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import DataError
+from lit_modules.errors import DataError
 
 
 def load_tokenizer_file(path: str | Path):
