@@ -27,7 +27,7 @@ from lit_modules.config.composition import compose_multirun, compose_run_config
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.schema import register_schema
 from lit_modules.data import DataError
-from lit_modules.evaluation.errors import EvalError
+from lit_modules.config.errors import EvalError
 from lit_modules.stack_dumps import enable_stack_dumps
 from lit_modules.tracking.stop_deadline import enable_stop_deadline
 from lit_modules.runs.uri_masking import mask_password

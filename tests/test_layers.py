@@ -49,8 +49,20 @@ def _imports(name: str, path, modules: dict) -> set[str]:
                     out.add(target)
             visit(child)
 
-    visit(ast.parse(path.read_text()))
+    tree = ast.parse(path.read_text())
+    visit(tree)
+    out |= _entry_points(name, tree, modules)
     return out
+
+
+def _entry_points(name: str, tree: ast.AST, modules: dict) -> set[str]:
+    """Modules `name` starts as a process: "-m", "<module>" as neighbouring string literals (an argv list).
+    A subprocess is an import in all but name (issue 30). "python -m x" inside one string is not counted:
+    here those are sentences telling the user what to type, not processes started."""
+    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    named = [b for a, b in zip(strings, strings[1:]) if a == "-m"]
+    # Across folders only: a driver starting its own workers (sweeps.sweep_workers) is one folder's business.
+    return {target for target in named if target in modules and _folder(target) != _folder(name)}
 
 
 def _graph() -> dict[str, set[str]]:
@@ -118,3 +130,81 @@ def test_analysis_never_imports_the_model_layer():
     loaded = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
                             env={**os.environ, "PYTHONPATH": str(REPO)}, check=True).stdout.strip()
     assert loaded == ""
+
+
+# The folders bottom -> top (issue 30); a folder is lit_modules' first-level package or module, or sweeps/analysis.
+ORDER = (
+    "lit_modules.model", "lit_modules.errors", "lit_modules.hf", "lit_modules.distributed", "lit_modules.diagnostics",
+    "lit_modules.config", "lit_modules.data", "lit_modules.verified_checkpoint", "lit_modules.runs",
+    "lit_modules.optim", "lit_modules.techniques", "lit_modules.technique_reports", "lit_modules.process_group",
+    "lit_modules.tracking", "lit_modules.callbacks", "lit_modules.lm_module", "lit_modules.activation_checkpointing",
+    "lit_modules.build", "lit_modules.rebuild", "lit_modules.plan", "lit_modules.evaluation", "lit_modules.export",
+    "lit_modules.quiet", "lit_modules.stack_dumps", "lit_modules.resume",
+    "lit_modules.training_run", "lit_modules.train", "lit_modules.finetune", "lit_modules.goldens",
+    "lit_modules.bench", "lit_modules", "analysis", "sweeps",
+)
+MAX_UPWARD = 3  # imports back up against ORDER, allowed while their owners move them
+TECHNIQUES_WITHIN = 4  # techniques/ sits at most this many folders above model/ (today 4; the goal is 3)
+
+
+def _folder(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "lit_modules" and len(parts) > 1 else parts[0]
+
+
+def _folder_edges(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    """folder -> folder, with the module imports that make each edge."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module, targets in graph.items():
+        for target in targets:
+            a, b = _folder(module), _folder(target)
+            if a != b:
+                edges.setdefault((a, b), []).append(f"{module} -> {target}")
+    return edges
+
+
+def _folder_graph(edges) -> dict[str, set[str]]:
+    folders: dict[str, set[str]] = {}
+    for a, b in edges:
+        folders.setdefault(a, set()).add(b)
+        folders.setdefault(b, set())
+    return folders
+
+
+def test_the_graph_sees_subprocess_entry_points():
+    modules = {"sweeps.optuna_sweep": None, "lit_modules.train": None, "x": None}
+    tree = ast.parse('cmd = [sys.executable, "-m", "sweeps.optuna_sweep"]\nline = "python -m lit_modules.train a=b"')
+    assert _entry_points("x", tree, modules) == {"sweeps.optuna_sweep"}
+    # bench/first_sentence.py times `python -m lit_modules.train` as a process: the graph sees it.
+    assert "lit_modules.train" in _graph()["lit_modules.bench.first_sentence"]
+
+
+def test_no_folder_imports_itself_back():
+    edges = _folder_edges(_graph())
+    cycles = _cycles(_folder_graph(edges))
+    detail = [line for cycle in cycles for (a, b), lines in sorted(edges.items()) if a in cycle and b in cycle
+              for line in sorted(lines)]
+    assert cycles == [], "folder cycle(s):\n" + "\n".join(detail)
+
+
+def test_every_folder_has_a_place_and_few_imports_go_back_up():
+    edges = _folder_edges(_graph())
+    folders = set(_folder_graph(edges))
+    assert folders <= set(ORDER), f"place these folders in ORDER: {sorted(folders - set(ORDER))}"
+    rank = {f: i for i, f in enumerate(ORDER)}
+    upward = sorted(line for (a, b), lines in edges.items() if rank[a] < rank[b] for line in lines)
+    assert len(upward) <= MAX_UPWARD, "imports back up against ORDER:\n" + "\n".join(upward)
+
+
+def test_techniques_sit_just_above_the_model():
+    """Plug-ins live on the lowest layer they can: the longest import chain from techniques/ down to model/."""
+    folders = _folder_graph(_folder_edges(_graph()))
+    depth: dict[str, int] = {}
+
+    def height(f: str) -> int:  # folders on the longest chain down to model/ (the graph is acyclic, see above)
+        if f not in depth:
+            below = [height(g) for g in folders[f]]
+            depth[f] = 0 if f == "lit_modules.model" else max([h + 1 for h in below if h >= 0], default=-1)
+        return depth[f]
+
+    assert 0 < height("lit_modules.techniques") <= TECHNIQUES_WITHIN

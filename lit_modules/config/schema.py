@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 
 from lit_modules.config.data import DataConfig, TokenizerConfig
-from lit_modules.evaluation.config import EvalConfig
+from lit_modules.config.evaluation import EvalConfig
 from lit_modules.model.config import LlamaConfig
 from lit_modules.model.init import InitConfig
 

@@ -9,8 +9,8 @@ Command line, on a finished run (results go into that run):
 Exports are lazy: importing lm-eval costs seconds and config validation does not need it.
 """
 
-from .config import EvalConfig
-from .errors import EvalError
+from lit_modules.config.errors import EvalError
+from lit_modules.config.evaluation import EvalConfig
 
 _LAZY = {
     "EvalOutcome": "evaluate",

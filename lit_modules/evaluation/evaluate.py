@@ -22,13 +22,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from lit_modules.config.errors import EvalError
+from lit_modules.config.eval_tasks import parse_local_task, split_tasks
+from lit_modules.config.evaluation import EvalConfig
 from lit_modules.data.corpus import Corpus
 from lit_modules.data.documents import iter_documents
 
 from .adapter import LiveLM, model_max_seq_len
-from .config import EvalConfig
-from .errors import EvalError
-from .task_names import parse_local_task, split_tasks
 
 RESULTS_FILE = "lm_eval_results.json"
 SAMPLES_DIR = "samples"
@@ -111,9 +111,9 @@ def evaluate_run(
         metrics.update(task_metrics)
         artifacts += task_artifacts
     for task in cfg.sampled:
-        from .sampled import sampled_metrics
+        from .sampled import SampledConfig, sampled_metrics
 
-        metrics.update(sampled_metrics(lm, task, cfg.sampled_config()))
+        metrics.update(sampled_metrics(lm, task, SampledConfig.of(cfg)))
     if cfg.probe:
         probe_metrics, probe_path = _probe(model, tokenizer, corpus, cfg, lm, out_dir)
         metrics.update(probe_metrics)
@@ -164,7 +164,7 @@ def corpus_for_task(task: str, corpus: Corpus) -> Corpus:
 
 
 def _run_tasks(lm, local, standard, corpus, cfg, out_dir, settings) -> tuple[dict[str, float], list[Path]]:
-    from .hub import local_only
+    from lit_modules.config.eval_hub import local_only
     from .results import flat_metrics, write_results, write_samples
     from .task_files import prepare_local_tasks
 

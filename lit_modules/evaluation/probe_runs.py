@@ -14,9 +14,9 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from lit_modules.config.errors import ConfigError
+from lit_modules.config.errors import EvalError
 from lit_modules.data import DataError
 from lit_modules.data.documents import iter_documents
-from lit_modules.evaluation.errors import EvalError
 from lit_modules.evaluation.probes import run_probes
 from lit_modules.rebuild import inference_view
 from lit_modules.runs.finished import finished_run

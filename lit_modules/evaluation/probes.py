@@ -21,8 +21,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from lit_modules.config.errors import EvalError
+
 from .adapter import resolve_device
-from .errors import EvalError
 
 _SPEECH = re.compile(r"^([A-Z][A-Z .'&-]*[A-Z]):\n(.+?)(?=\n\s*\n|\Z)", re.M | re.S)
 

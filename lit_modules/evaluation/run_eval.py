@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from lit_modules.config.arguments import NAMES, TEXT, Arg, Verb, parse_words
-
-from .config import EvalConfig
-from .errors import EvalError
+from lit_modules.config.errors import EvalError
+from lit_modules.config.evaluation import EvalConfig
 
 RUN_ARGS = {
     "run": Arg(required="Say which run to evaluate: run=<MLflow run id>."),

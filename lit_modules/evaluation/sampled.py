@@ -27,7 +27,9 @@ from typing import Optional, Sequence
 
 from lm_eval.api.instance import Instance
 
-TASKS = ("arithmetic",)
+from lit_modules.config.evaluation import SAMPLED_TASKS, EvalConfig
+
+TASKS = SAMPLED_TASKS  # the names the eval config accepts (config/evaluation.py)
 FEWSHOT = "3+4=7\n12+5=17\n"
 _INTEGER = re.compile(r"-?\d+")
 
@@ -46,6 +48,12 @@ class SampledConfig:
     prompts: int = 32
     seed: int = 0  # the prompts' draws (the samples' seed is the adapter's)
     max_gen_toks: int = 6
+
+    @classmethod
+    def of(cls, cfg: EvalConfig) -> SampledConfig:
+        """The sampled metrics' settings of an eval config (eval.sampled_*)."""
+        return cls(k=cfg.sampled_k, n=cfg.sampled_n, temperature=cfg.sampled_temperature,
+                   prompts=cfg.sampled_prompts, seed=cfg.seed)
 
     @property
     def samples(self) -> int:

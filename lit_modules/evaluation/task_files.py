@@ -14,16 +14,16 @@ from pathlib import Path
 
 import yaml
 
+from lit_modules.config.eval_tasks import LOCAL_KINDS, local_task_name
 from lit_modules.data.atomic import atomic_write_json, atomic_write_text
 from lit_modules.data.corpus import Corpus
 from lit_modules.data.documents import iter_documents
-from lit_modules.errors import DataError
 from lit_modules.data.hashing import fingerprint, sha256_file
 from lit_modules.data.locking import build_lock
 from lit_modules.data.records import read_record
+from lit_modules.errors import DataError
 
 from .local_tasks import BUILDER_VERSION, BUILDERS
-from .task_names import LOCAL_KINDS, local_task_name
 
 MANIFEST_FILE = "manifest.json"
 DATA_FILE = "data.jsonl"

@@ -12,10 +12,10 @@ import torch.nn.functional as F
 from lm_eval.api.instance import Instance
 from torch import nn
 
+from lit_modules.config.eval_hub import hub_unreachable_sentence
 from lit_modules.data import ByteTokenizer
 from lit_modules.evaluation import EvalConfig, EvalError
 from lit_modules.evaluation.adapter import LiveLM, padded_length, shared_forwards
-from lit_modules.evaluation.hub import hub_unreachable_sentence
 from lit_modules.evaluation.windows import Window, continuation_windows, scoring_windows
 from tests.helpers.models import small_llama
 

@@ -18,7 +18,7 @@ from lit_modules.evaluation.local_tasks import (
 from lit_modules.evaluation.local_text import final_word_spans, passage_spans, sentence_spans
 from lit_modules.evaluation.results import flat_metrics
 from lit_modules.evaluation.task_files import prepare_local_tasks, read_items
-from lit_modules.evaluation.task_names import split_tasks
+from lit_modules.config.eval_tasks import split_tasks
 
 
 @pytest.fixture(scope="module")

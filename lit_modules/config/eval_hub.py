@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Iterator, Optional
 from urllib.parse import urlparse
 
-from .task_names import LOCAL_ALIAS, local_tasks_for
+from lit_modules.config.eval_tasks import LOCAL_ALIAS, local_tasks_for
 
 OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
 _TRUE = {"1", "ON", "YES", "TRUE"}

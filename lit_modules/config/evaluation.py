@@ -9,12 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from .task_names import LOCAL_ALIAS, is_local_task, local_task_problem, split_tasks, unknown_task_sentence
+from lit_modules.config.eval_tasks import (LOCAL_ALIAS, is_local_task, local_task_problem, split_tasks,
+                                           unknown_task_sentence)
 
 BOS_TOKENS = ("eos", "bos")
 PRECISIONS = ("32-true", "bf16-mixed")
 PROBE_LABELS = ("document", "speaker")
 
+
+# The sampled-metric tasks evaluation/sampled.py knows; named here so the config check imports no evaluation.
+SAMPLED_TASKS = ("arithmetic",)
 
 @dataclass
 class EvalConfig:
@@ -104,7 +108,7 @@ class EvalConfig:
                     found.append(problem)
         _, standard = split_tasks(list(self.tasks), corpus_name or "<corpus>")
         if check_hub and standard:
-            from .hub import hub_unreachable_sentence
+            from lit_modules.config.eval_hub import hub_unreachable_sentence
 
             # A name lm-eval does not know is no hub problem: said first, with the names it does know.
             sentence = (unknown_task_sentence(standard, corpus_name)
@@ -114,10 +118,9 @@ class EvalConfig:
         return found
 
     def _sampled_problems(self) -> list[str]:
-        from .sampled import TASKS
 
-        found = [f"eval.sampled names unknown task {t!r}; choose from {', '.join(TASKS)}." for t in self.sampled
-                 if t not in TASKS]
+        found = [f"eval.sampled names unknown task {t!r}; choose from {', '.join(SAMPLED_TASKS)}." for t in self.sampled
+                 if t not in SAMPLED_TASKS]
         n = self.sampled_n if self.sampled_n is not None else self.sampled_k
         if self.sampled_k < 1 or n < self.sampled_k:
             found.append(f"eval.sampled_k must be at least 1 and at most eval.sampled_n ({n}), got {self.sampled_k}.")
@@ -126,12 +129,6 @@ class EvalConfig:
         if self.sampled_prompts < 1:
             found.append(f"eval.sampled_prompts is {self.sampled_prompts} but must be at least 1.")
         return found
-
-    def sampled_config(self):
-        from .sampled import SampledConfig
-
-        return SampledConfig(k=self.sampled_k, n=self.sampled_n, temperature=self.sampled_temperature,
-                             prompts=self.sampled_prompts, seed=self.seed)
 
     @classmethod
     def from_any(cls, cfg) -> EvalConfig:
@@ -143,7 +140,7 @@ class EvalConfig:
         from omegaconf import OmegaConf
         from omegaconf.errors import OmegaConfBaseException
 
-        from .errors import EvalError
+        from lit_modules.config.errors import EvalError
 
         try:
             merged = OmegaConf.merge(OmegaConf.structured(cls), cfg)
@@ -156,7 +153,7 @@ def _corpus_problem(task: str, corpus_name: Optional[str]) -> Optional[str]:
     """A local task names a corpus that is neither the run's nor in conf/data: say so before training."""
     from lit_modules.config import files
 
-    from .task_names import parse_local_task
+    from lit_modules.config.eval_tasks import parse_local_task
 
     _, name = parse_local_task(task)
     if name == corpus_name or files.has_option("data", name):
