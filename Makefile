@@ -74,7 +74,7 @@ sweep: setup ## Optuna study: make sweep SWEEP=default TRIALS=8 WORKERS=1
 ablate: setup ## paired-seed ablation grid + report: make ablate EXP=wisca [WORKERS=n] [LAUNCHER=slurm]
 	$(PY) -m sweeps.ablate experiment=$(EXP) $(if $(WORKERS),workers=$(WORKERS)) $(if $(LAUNCHER),launcher=$(LAUNCHER)) $(ARGS)
 
-evidence: setup ## each paper's protocol -> results/<paper>/ + RESULTS.md: make evidence [PAPERS=wisca,pc_layer] [STAGES=headline,scale]
+evidence: setup ## each paper's protocol -> results/<paper>/ + RESULTS.md: make evidence [PAPERS=wisca,pc_layer] [STAGES=headline,below,scale]
 	$(PY) -m sweeps.evidence $(if $(PAPERS),papers=$(PAPERS)) $(if $(STAGES),stages=$(STAGES)) $(if $(WORKERS),workers=$(WORKERS)) $(ARGS)
 
 ledger: $(STAMP) ## regenerate RESULTS.md from the committed results/*/ exports

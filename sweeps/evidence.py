@@ -1,13 +1,13 @@
 """The evidence ledger's driver: run each paper's evidence protocol, export what it measured, report, ledger.
 
-    python -m sweeps.evidence [papers=wisca,pc_layer,...] [stages=headline,scale] [workers=N] [runs_dir=runs]
+    python -m sweeps.evidence [papers=wisca,pc_layer,...] [stages=headline,below,scale] [workers=N] [runs_dir=runs]
                               [results_dir=results] [ledger=RESULTS.md] [run overrides for every cell]
 
 For each paper, `conf/evidence/<paper>.yaml` names the run preset (`conf/experiment/evidence/<paper>.yaml`)
 and the blocks of cells it runs (arms x seeds; headline arms get more seeds). A block belongs to a stage:
-`headline` (the default: the tiny rung, which the verdicts rest on, sized to finish in about 25 minutes on
-2 cores) or `scale` (the 4x rung, which shows how the effect moves with size and costs about 20 minutes
-more); `stages=` picks which run, the headline alone unless told. Every block goes through
+`headline` (the default: the tiny rung, which the primary verdicts rest on, at most 30 minutes on 2 cores),
+`below` (the 0.25x rung, minutes) or `scale` (the 4x rung, the longest); with three rungs the report fits
+each primary check's trend over model size; `stages=` picks which run, the headline alone unless told. Every block goes through
 the ablation driver under ONE MLflow parent per preset, cells in parallel on this machine; cells already
 FINISHED are skipped, so an interrupted `make evidence` is finished by running it again. A spec may name
 a fine-tuning recipe: every finished base is then fine-tuned with it (in parallel, skipping done ones),
@@ -44,7 +44,7 @@ SPEC_DIR = files.group_dir("evidence")  # driver specs (a test points this at it
 REPO = files.CONF_DIR.parent
 
 
-STAGES = ("headline", "scale")  # the order they run in
+STAGES = ("headline", "below", "scale")  # the order they run in: the tiny rung, the 0.25x rung, the 4x rung
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class EvidenceSpec:
     finetune_eval: tuple[str, ...] = ()  # zero-shot tasks for every fine-tuned model (empty: none)
     checks: dict | None = None  # the declared families (analysis.families), hashed into the provenance
     lr_tuning: tuple[LrTuning, ...] = ()  # learning-rate grids of tuned arms (sweeps/lr_tuning.py)
+    ablation_only: tuple[str, ...] = ()  # preset arms this protocol does not run (`make ablate` does), declared
 
     def cells(self) -> int:
         return sum(len(b.arms) * len(b.seeds) for b in self.blocks)
@@ -105,10 +106,11 @@ def load_spec(paper: str) -> EvidenceSpec:
     if not path.is_file():
         raise ConfigError(f"There is no evidence protocol '{paper}' in conf/evidence/ (known: {', '.join(known_papers())}).")
     raw = OmegaConf.to_container(OmegaConf.load(path))
-    unknown = set(raw) - {"preset", "blocks", "finetune", "finetune_eval", "checks", "lr_tuning"}
+    allowed = ("preset", "blocks", "finetune", "finetune_eval", "checks", "lr_tuning", "ablation_only")
+    unknown = set(raw) - set(allowed)
     if unknown:
         raise ConfigError(f"conf/evidence/{paper}.yaml has unknown key(s) {', '.join(sorted(unknown))} "
-                          "(allowed: preset, blocks, finetune, finetune_eval, checks, lr_tuning).")
+                          f"(allowed: {', '.join(allowed)}).")
     tasks = raw.get("finetune_eval") or []
     if tasks and (not raw.get("finetune") or not isinstance(tasks, list)):
         raise ConfigError(f"conf/evidence/{paper}.yaml: finetune_eval is a list of tasks for the fine-tuned "
@@ -126,8 +128,13 @@ def load_spec(paper: str) -> EvidenceSpec:
     if not blocks or not raw.get("preset"):
         raise ConfigError(f"conf/evidence/{paper}.yaml must name a 'preset' and at least one block.")
     tunings = lr_tuning.parse_lr_tuning(raw.get("lr_tuning"), f"conf/evidence/{paper}.yaml", tuple(blocks))
+    ablation_only = tuple(str(a) for a in raw.get("ablation_only") or [])
+    running = sorted(set(ablation_only) & {a for b in blocks for a in b.arms})
+    if running:
+        raise ConfigError(f"conf/evidence/{paper}.yaml lists {', '.join(running)} under ablation_only and in a block; "
+                          "an arm either runs in the protocol or is left to `make ablate`.")
     return EvidenceSpec(paper, str(raw["preset"]), tuple(blocks), raw.get("finetune"), tuple(str(t) for t in tasks),
-                        raw.get("checks"), tunings)
+                        raw.get("checks"), tunings, ablation_only)
 
 
 VERB = Verb(

@@ -4,7 +4,7 @@
 import pytest
 from omegaconf import OmegaConf
 
-from analysis.claims import CLAIMS, _check_from_data, claim_for
+from analysis.claims import CLAIMS, _check_from_data, claim_for, split_arm
 from analysis.scale import Scale
 from analysis.stats import compare_paired
 from analysis.verdict import (
@@ -62,7 +62,9 @@ def test_unknown_preset_gets_a_neutral_claim():
 
 
 def _arms_of(preset: str) -> set[str]:
-    return {str(OmegaConf.load(p).ablation.arm) for p in (CONF / "arm" / preset).glob("*.yaml")}
+    """The arms of a claim's presets: its own and its evidence protocol's (`ablation.claim` names the same claim)."""
+    paths = [*(CONF / "arm" / preset).glob("*.yaml"), *(CONF / "arm" / "evidence" / preset).glob("*.yaml")]
+    return {split_arm(str(OmegaConf.load(p).ablation.arm))[0] for p in paths}
 
 
 @pytest.mark.parametrize("preset", sorted(CLAIMS))

@@ -28,25 +28,29 @@ def test_protocol_cells_compose_validate_and_cover_the_preset(paper: str) -> Non
     listed = [a.rsplit("/", 1)[-1] for a in preset.hydra.sweeper.params["+arm"].split(",")]
     files = sorted(p.stem for p in (CONF_DIR / "arm" / "evidence" / paper).glob("*.yaml"))
     assert sorted(listed) == files  # no arm file left out of the preset, none listed without a file
-    assert {a for b in spec.blocks for a in b.arms} == set(files)  # every arm runs in some block
+    running = {a for b in spec.blocks for a in b.arms}
+    assert running | set(spec.ablation_only) == set(files)  # every arm runs in some block or is declared off
+    assert not running & set(spec.ablation_only)
     assert preset.ablation.claim == paper
 
 
 @pytest.mark.parametrize("paper", PAPERS)
-def test_cells_train_at_twenty_tokens_per_parameter_or_the_papers_140(paper: str) -> None:
+def test_cells_train_at_twenty_tokens_per_parameter_or_the_papers_140_or_1_3(paper: str) -> None:
     spec = load_spec(paper)
     for arm in {a for b in spec.blocks for a in b.arms}:
         cfg = validate(compose_run_config([f"experiment={spec.preset}", f"+arm={spec.preset}/{arm}"]))
         budget = compute_budget(cfg)
-        wanted = 140 if arm.startswith("tpp140") else 20
+        wanted = 140 if arm.startswith("tpp140") else 1.3 if arm.endswith("@tpp1.3") else 20
         # Small init holds tokens equal across arms: the gated arms' extra parameters lower their TPP a little.
-        low = wanted * 0.9 if cfg.model.attn_gate != "none" else wanted * 0.9995  # whole steps
+        # Whole steps: the run stops at the last full step, at most one step's tokens short of the regime.
+        one_step = budget.tokens_per_step / budget.params_non_embedding
+        low = wanted * 0.9 if cfg.model.attn_gate != "none" else wanted - one_step
         assert low <= budget.tokens_per_param <= wanted + 0.05, (arm, budget.tokens_per_param)
         assert cfg.trainer.num_threads == 1  # the recorded thread count the results are reproduced with
 
 
 def test_headline_arms_get_at_least_five_paired_seeds() -> None:
-    headline = {"wisca": ["origin", "qk_vo_tensor"], "small_init": ["baseline", "small_eps_gate"],
+    headline = {"wisca": ["g8_origin", "g8_qk_vo_tensor", "g8_origin@tpp1.3", "g8_qk_vo_tensor@tpp1.3"], "small_init": ["baseline", "small_eps_gate"],
                 "mols": ["baseline@lr3e-3", "snr@lr3e-3"], "pc_layer": ["adamw_baseline", "adamw_pc4",
                 "muon_baseline", "muon_pc2"], "wd_plasticity": ["tpp140_wd0.1", "tpp140_wd0.3"]}
     for paper, arms in headline.items():
@@ -141,19 +145,23 @@ def test_a_protocol_stopped_midway_and_resumed_reports_both_calls_wall_time(tmp_
     assert first < record["wall_time_s"] <= first + second
 
 
-def test_the_headline_stage_runs_unless_the_scale_rung_is_asked_for() -> None:
-    """The 4x rung is its own stage: `make evidence` runs the tiny rung the verdicts rest on; STAGES adds it."""
+def test_the_headline_stage_runs_unless_the_other_rungs_are_asked_for() -> None:
+    """The 0.25x and 4x rungs are their own stages: `make evidence` runs the tiny rung the primary verdicts
+    rest on; STAGES adds the others, run in rung order whatever order they are named in."""
     assert parse_args([]).stages == ["headline"]
     assert parse_args(["STAGES=scale,headline"]).stages == ["scale", "headline"]
     for paper in ["mols", "pc_layer", "small_init", "wisca"]:
         spec = load_spec(paper)
         headline = spec.in_stages(["headline"])
-        both = spec.in_stages(["scale", "headline"])
-        assert headline.blocks and all("@x4" not in a for b in headline.blocks for a in b.arms)
-        assert [b.stage for b in both.blocks] == ["headline"] * len(headline.blocks) + ["scale"]  # stage order
-        assert all(a.endswith("@x4") for a in both.blocks[-1].arms) and both.cells() == spec.cells()
+        every = spec.in_stages(["scale", "below", "headline"])
+        assert headline.blocks and all("@x" not in a for b in headline.blocks for a in b.arms)
+        order = [b.stage for b in every.blocks]
+        assert order == sorted(order, key=["headline", "below", "scale"].index)  # stage order
+        assert every.cells() == spec.cells()
+        for stage, rung in (("below", "@x0.25"), ("scale", "@x4")):
+            assert all(a.endswith(rung) for b in spec.in_stages([stage]).blocks for a in b.arms)
     assert not load_spec("wd_plasticity").in_stages(["scale"]).blocks
-    with pytest.raises(ConfigError, match="stages= names big; the stages are headline, scale"):
+    with pytest.raises(ConfigError, match="stages= names big; the stages are headline, below, scale"):
         parse_args(["stages=big"])
 
 
@@ -162,7 +170,7 @@ def test_a_block_with_an_unknown_stage_is_one_sentence(tmp_path: Path, monkeypat
 
     (tmp_path / "odd.yaml").write_text("preset: smoke\nblocks:\n  - {arms: [baseline], seeds: [0], stage: huge}\n")
     monkeypatch.setattr(evidence, "SPEC_DIR", tmp_path)
-    with pytest.raises(ConfigError, match="block 1 has stage 'huge'; the stages are headline, scale"):
+    with pytest.raises(ConfigError, match="block 1 has stage 'huge'; the stages are headline, below, scale"):
         load_spec("odd")
 
 
@@ -179,3 +187,13 @@ def test_finetune_eval_needs_a_recipe_and_known_tasks_before_any_run(tmp_path: P
         check_all([load_spec("odd")], EvidenceArgs())
     monkeypatch.undo()
     assert load_spec("wd_plasticity").finetune_eval == ("local",)
+
+
+def test_an_arm_both_run_and_left_to_ablate_is_one_sentence(tmp_path: Path, monkeypatch) -> None:
+    import sweeps.evidence as evidence
+
+    (tmp_path / "odd.yaml").write_text("preset: smoke\nablation_only: [baseline]\n"
+                                       "blocks:\n  - {arms: [baseline], seeds: [0]}\n")
+    monkeypatch.setattr(evidence, "SPEC_DIR", tmp_path)
+    with pytest.raises(ConfigError, match="lists baseline under ablation_only and in a block"):
+        load_spec("odd")
