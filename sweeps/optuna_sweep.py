@@ -37,8 +37,8 @@ from lit_modules.runs import tags
 from lit_modules.runs.search import SWEEP, parent_filter, parent_tags
 from lit_modules.tracking.run_lifecycle import find_or_open_parent, flatten, set_tags
 from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, store_lock, tracking_uri
-from lit_modules.tracking.store_check import check_database_driver, check_store
-from lit_modules.tracking.uri_masking import mask_password
+from lit_modules.runs.store_check import check_database_driver, check_store
+from lit_modules.runs.uri_masking import mask_password
 from lit_modules.train import run
 from lit_modules.config.composition import compose_run_config
 from sweeps.progress_lines import TrialLines, best_trial_line

@@ -149,6 +149,13 @@ class LMDataModule(L.LightningDataModule):
             start_micro_batch=start_step * self.accumulate_grad_batches,
         )
 
+    def train_batches(self, batch_size: int, first: int, count: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """`count` micro-batches of `batch_size` training windows from micro-batch `first` on: the training
+        corpus, seed and window sampler (one stream, no rank or accumulation split), e.g. for a measurement on
+        windows a run never reads."""
+        stream = TrainWindowStream(self.shards.train_tokens(), self.seq_len, batch_size, self.seed)
+        return [stream.batch(first + k) for k in range(count)]
+
     def train_dataloader(self, start_step: int | None = None) -> DataLoader:
         """Starts at the trainer's global_step, which Lightning restores before building loaders on resume."""
         trainer = self._attached_trainer()

@@ -1,7 +1,7 @@
 """Technique plug-ins: one folder per paper's technique, each a `Technique` registered under its name.
 
 Every folder that is a package is imported here (as `lit_modules.diagnostics` imports its modules), so its
-plug-in class and its diagnostics are registered; folders that only hold a `report.yaml` (a claim without
+plug-in class is registered; folders that only hold a `report.yaml` (a claim without
 a plug-in object, e.g. small_init) are data for the reports.
 """
 

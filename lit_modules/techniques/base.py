@@ -1,10 +1,10 @@
 """The hooks through which a technique touches a run; every hook is optional.
 
 A technique is one folder, `techniques/<name>/`: its plug-in class (registered under `<name>`, see
-registry.py), its math, its callbacks, its diagnostics (a `diagnostics.py` registering with
-`lit_modules.diagnostics.register`) and its report metadata (`report.yaml`: claim, curves, figures). Hydra
+registry.py), its math, its callbacks and its report metadata (`report.yaml`: claim, curves, figures). Hydra
 builds it from `techniques.<name>` (a node with `_target_`), so adding one means that folder, a config group
-and a test file, with no edit to the LightningModule, the entry point, the sweep driver or the reports.
+and a test file, with no edit to the LightningModule, the entry point, the sweep driver or the reports. A
+diagnostic it motivates goes in `lit_modules/diagnostics/` (a function of any model: the baseline logs it too).
 """
 
 from __future__ import annotations

@@ -34,14 +34,11 @@ def disjoint_training_windows(trainer: L.Trainer, count: int, micro_batch_size: 
     Same corpus, same seed, same window sampler as training, so the SNR describes the training
     distribution; deterministic, so every rank (and a resumed run) measures on the same data.
     """
-    from lit_modules.data.datamodule import TrainWindowStream
-
     dm = trainer.datamodule
     size = micro_batch_size or dm.batch_size
     samples_in_budget = trainer.max_steps * dm.batch_size * trainer.world_size * dm.accumulate_grad_batches
     first = math.ceil(samples_in_budget / size)  # micro-batch m of this stream reads ids [m*size, (m+1)*size)
-    stream = TrainWindowStream(dm.shards.train_tokens(), dm.seq_len, size, dm.seed)
-    return [stream.batch(first + k) for k in range(count)]
+    return dm.train_batches(size, first, count)
 
 
 def _groups_with_manager(trainer: L.Trainer) -> Iterator[tuple[dict, bool]]:

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import torch
 
+from lit_modules.diagnostics.logit_normalizer import log_normalizer  # the quantity its diagnostic reads
+
 IGNORE_INDEX = -100
-
-
-def log_normalizer(logits: torch.Tensor) -> torch.Tensor:
-    """log Z per position: [..., vocab] -> [...]."""
-    return torch.logsumexp(logits.float(), dim=-1)
 
 
 def z_loss(logits: torch.Tensor, targets: torch.Tensor, coef: float) -> torch.Tensor:

@@ -5,7 +5,7 @@
 
 The term is logged as `train/z_loss`; `train/loss` and `val/loss` stay the next-token loss, so an arm with
 the term and one without compare directly. What it claims to change (a smaller normalizer, fewer loss
-spikes) is measured by the `logit_normalizer` diagnostic, which every arm can log (diagnostics.py).
+spikes) is measured by the `logit_normalizer` diagnostic, which every arm can log (lit_modules/diagnostics/logit_normalizer.py).
 """
 
 from __future__ import annotations

@@ -27,6 +27,23 @@ def test_train_batches_are_shifted_windows_of_train_tokens(datamodule, shards):
     assert datamodule.tokens_per_step(world_size=2) == 2 * BATCH * SEQ_LEN
 
 
+def test_train_batches_from_a_micro_batch_are_the_training_sampler_at_those_ids(datamodule, shards):
+    """`train_batches(size, first, count)`: micro-batch m reads sample ids [m*size, (m+1)*size) of the
+    training sampler (same corpus and seed), so a measurement past the run's budget reads unseen windows."""
+    from lit_modules.data.sampling import window_starts
+
+    size, first = 3, 5
+    batches = datamodule.train_batches(size, first, count=2)
+    train = shards.train_tokens()
+    for k, (x, y) in enumerate(batches):
+        ids = np.arange((first + k) * size, (first + k + 1) * size, dtype=np.uint64)
+        starts = window_starts(ids, 1234, len(train) - SEQ_LEN)
+        assert x.shape == y.shape == (size, SEQ_LEN) and torch.equal(x[:, 1:], y[:, :-1])
+        for row, start in zip(x, starts):
+            assert np.array_equal(row.numpy(), train[start : start + SEQ_LEN])
+    assert not torch.equal(batches[0][0], batches[1][0])
+
+
 def test_same_seed_same_batches_different_seed_different(shards):
     def first_batches(seed):
         module = LMDataModule(shards, seq_len=SEQ_LEN, batch_size=BATCH, seed=seed)

@@ -1,14 +1,21 @@
 """`logit_normalizer`: how far the softmax normalizer of held-out logits is from 1 (log Z from 0).
 
-Registered from the technique's folder so that every arm of an ablation, the baseline without z-loss
-included, measures it the same way: mean, mean |.|, root mean square and max |.| of log Z over the fixed
-held-out batch's positions (`diag/logit_normalizer/<stat>`).
+A diagnostic of any model, so that every arm of an ablation, the baseline without z-loss included, measures
+it the same way: mean, mean |.|, root mean square and max |.| of log Z over the fixed held-out batch's
+positions (`diag/logit_normalizer/<stat>`). `log_normalizer` is defined here, below the techniques, and
+z-loss (techniques/z_loss/normalizer.py) penalises this same quantity.
 """
 
 from __future__ import annotations
 
+import torch
+
 from lit_modules.diagnostics.registry import DiagnosticContext, DiagnosticResult, register
-from lit_modules.techniques.z_loss.normalizer import log_normalizer
+
+
+def log_normalizer(logits: torch.Tensor) -> torch.Tensor:
+    """log Z = logsumexp(logits) per position, in float32 whatever the forward's dtype: [..., vocab] -> [...]."""
+    return torch.logsumexp(logits.float(), dim=-1)
 
 
 @register("logit_normalizer")
