@@ -188,7 +188,7 @@ def judge(expect: str | None, better: str, d: Decision, scale: Scale | None = No
     if not same_grid:
         return said(NOT_COMPARABLE, "the two sides were tuned over different LR grids", "LR grids differ")
     low, high = d.interval
-    where = f"{d.level:.4g} interval [{low:+.4g}, {high:+.4g}]"
+    where = f"{100 * d.level:.4g}% interval [{low:+.4g}, {high:+.4g}]"
     if d.role == PRIMARY:
         where += f" (Holm judged it at alpha/{d.divisor:g}; Holm p {d.p_holm:.3g} over {d.family_size})"
     else:

@@ -102,6 +102,10 @@ def test_direction_follows_the_interval_at_its_level():
     d = decision([-0.05, -0.08, -0.02, -0.06], PRIMARY, 4.0, p_holm=0.09, size=4)
     assert t_interval(4, d.mean_diff, d.sd_diff, 0.95)[1] < 0 and judge("better", "lower", d).label == NO_DETECTABLE
     assert judge("better", "lower", decision([-0.1, -0.12])).label == TOO_FEW_SEEDS
+    # The row names its level as a percentage: "97.5% interval" at alpha/2, "95% interval" for a secondary.
+    holm2 = decision([-0.10, -0.11, -0.12], PRIMARY, 2.0, p_holm=0.002, size=2)
+    assert "97.5% interval [" in judge("better", "lower", holm2).reason
+    assert "95% interval [" in judge("better", "lower", better).reason
 
 
 def test_magnitude_against_the_papers_effect():
