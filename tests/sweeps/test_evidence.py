@@ -197,3 +197,21 @@ def test_an_arm_both_run_and_left_to_ablate_is_one_sentence(tmp_path: Path, monk
     monkeypatch.setattr(evidence, "SPEC_DIR", tmp_path)
     with pytest.raises(ConfigError, match="lists baseline under ablation_only and in a block"):
         load_spec("odd")
+
+
+def test_no_evidence_arm_restates_an_arm_it_could_extend() -> None:
+    """An evidence arm equal to its conf/arm/<paper>/ namesake, or to its own tiny-rung arm apart from the
+    model and the arm's name, extends it (`defaults: [/arm/...]`) instead of saying it again."""
+    def body(path: Path) -> list[str]:
+        return [line for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+    restated = []
+    for path in sorted((CONF_DIR / "arm" / "evidence").glob("*/*.yaml")):
+        base = CONF_DIR / "arm" / path.parent.name / path.name
+        if base.is_file() and body(base) == body(path):
+            restated.append(f"{path.parent.name}/{path.stem} restates conf/arm/{path.parent.name}/{path.name}")
+        family, _, rung = path.stem.partition("@")
+        tiny = path.with_name(f"{family}.yaml")
+        if rung.startswith("x") and tiny.is_file():
+            assert f"  - /arm/evidence/{path.parent.name}/{family}" in body(path), f"{path.stem} should extend {family}"
+    assert not restated, restated
