@@ -2,11 +2,11 @@
 
     python -m sweeps.gpu_cost [papers=pc_layer,wisca,...] [recipes=gpt2_124m,...] [gpu=h100] [devices=8] [mfu=0.4]
 
-For every paper (conf/evidence/<paper>.yaml, its headline cells: arms x seeds) and every GPU recipe
-(conf/recipe/<size>.yaml), each arm is composed as `make evidence` composes its cells
+For every paper (conf/evidence/<paper>.yaml, its headline cells: arms x seeds, and its learning-rate tuning
+cells: grid x tuning seeds) and every GPU recipe (conf/recipe/<size>.yaml), each arm is composed as `make evidence` composes its cells
 (experiment=<preset> +arm=<preset>/<arm>) with recipe=<size> and the node on top, validated and planned
-(lit_modules/plan); a cell costs its plan's GPU-hours, an arm that many times its seeds. The scale stage is
-left out: its 4x rung is a CPU model, and at GPU scale the recipe sizes are the ladder. Nothing is trained,
+(lit_modules/plan); a cell costs its plan's GPU-hours, an arm that many times its seeds. The below and scale
+stages are left out: their 0.25x and 4x rungs are CPU models, and at GPU scale the recipe sizes are the ladder. Nothing is trained,
 no store is touched. Prints two markdown tables: each recipe's plan, and each protocol's GPU-hours.
 """
 
@@ -60,10 +60,14 @@ def plan_of(overrides: list[str], gpu: str, devices: int, mfu: str) -> tuple[Gpu
 
 
 def protocol_cells(spec: EvidenceSpec, recipe: str, gpu: str, devices: int, mfu: str) -> list[Cell]:
-    seeds: dict[str, int] = {}
-    for block in spec.in_stages(["headline"]).blocks:
+    seeds: dict[str, int] = {}  # arm -> its cells: test seeds, plus grid x tuning seeds for a tuned arm
+    headline = spec.in_stages(["headline"])
+    for block in headline.blocks:
         for arm in block.arms:
             seeds[arm] = seeds.get(arm, 0) + len(block.seeds)
+    for tuning in headline.lr_tuning:
+        for arm in tuning.arms:
+            seeds[arm] = seeds.get(arm, 0) + len(tuning.grid) * len(tuning.tuning_seeds)
     cells = []
     for arm, n in seeds.items():
         # Any seed: the cells of an arm cost the same.

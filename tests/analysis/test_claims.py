@@ -4,12 +4,13 @@
 import pytest
 from omegaconf import OmegaConf
 
-from analysis.claims import CLAIMS, _check_from_data, claim_for, split_arm
+from analysis.claims import CLAIMS, _check_from_data, claim_for
 from analysis.scale import Scale
 from analysis.stats import compare_paired
 from analysis.verdict import (
     NO_CLAIM, NOT_MEASURED, OPPOSITE, PRIMARY, REPRODUCED, SECONDARY, TOO_FEW_SEEDS, Decision, judge,
 )
+from tests.helpers.arm_files import claim_arm_families
 from tests.helpers.runs import REPO
 
 CONF = REPO / "conf"
@@ -61,18 +62,12 @@ def test_unknown_preset_gets_a_neutral_claim():
     assert claim.expectation("anything", claim.checks[0]) == (True, None)
 
 
-def _arms_of(preset: str) -> set[str]:
-    """The arms of a claim's presets: its own and its evidence protocol's (`ablation.claim` names the same claim)."""
-    paths = [*(CONF / "arm" / preset).glob("*.yaml"), *(CONF / "arm" / "evidence" / preset).glob("*.yaml")]
-    return {split_arm(str(OmegaConf.load(p).ablation.arm))[0] for p in paths}
-
-
 @pytest.mark.parametrize("preset", sorted(CLAIMS))
 def test_every_arm_a_claim_names_exists_in_its_preset(preset):
     if not (CONF / "experiment" / f"{preset}.yaml").is_file():
         pytest.skip(f"conf/experiment/{preset}.yaml does not exist yet")
     claim = CLAIMS[preset]
-    arms = _arms_of(preset)
+    arms = claim_arm_families(preset)
     named = set(claim.expect) | set(claim.references.values())
     for check in claim.checks:
         named |= set(check.arms) | set(check.effects) | set(check.relative_effects)

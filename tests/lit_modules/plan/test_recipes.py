@@ -62,7 +62,7 @@ def test_every_paper_preset_composes_with_a_recipe(preset: str) -> None:
     cfg = validated(compose_run_config([f"experiment={preset}", f"+arm={arm}", *grid.overrides])).config
     assert (cfg.model.name, cfg.data.seq_len, cfg.tokenizer.kind) == ("llama_271m", 2048, "pretrained")
     assert cfg.trainer.accumulate_grad_batches * 16 * 2048 == 524_288  # one GPU: the recipe's batch by accumulation
-    assert cfg.trainer.max_steps is None and cfg.regime.name in ("tpp20", "tpp140")  # no CPU step cap left
+    assert cfg.trainer.max_steps is None and cfg.regime.name in ("tpp20", "tpp140", "tpp1.3")  # no CPU step cap left
     assert cfg.ablation.arm  # the arm still names itself (and sets its technique)
 
 
