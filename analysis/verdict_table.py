@@ -75,7 +75,7 @@ def verdicts_table(ab: Ablation, claim: Claim, families: Families | None = None)
         for arm in ab.arms:
             applies, expect = claim.expectation(arm, check)
             reference = reference_of(ab, claim, arm)
-            if not applies or arm == reference:
+            if not applies or arm == reference or reference not in ab.arms:  # no reference ran: nothing to compare
                 continue
             c, noise, s = _check_comparison(ab, check, arm, reference)
             tests.append(_Test(check, arm, reference, expect, c, noise, split_arm(arm)[1], speedup=s))

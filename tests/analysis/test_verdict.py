@@ -110,6 +110,15 @@ def test_a_comparison_holds_at_its_references_scale():
     assert row["tpp"] == pytest.approx(20) and bool(row["matched"])
 
 
+def test_an_arm_whose_reference_did_not_run_gets_no_row():
+    # WISCA's g8_* arms are compared with g8_origin; g8_origin itself falls back to the baseline family
+    # (origin), which this grid did not run: no row, rather than one with n = 0.
+    values = {"g8_origin": [1.80, 1.81, 1.82], "g8_qk_vo_tensor": [1.79, 1.805, 1.81]}
+    table = verdicts_table(handmade(values, claim="wisca", baseline="origin"), claim_for("wisca"))
+    assert set(table["arm"]) == {"g8_qk_vo_tensor"} and set(table["reference"]) == {"g8_origin"}
+    assert table.query("metric == 'val/loss'")["n"].tolist() == [3]
+
+
 def _mols(values):
     return handmade(values, name="evidence_mols", claim="mols", baseline="baseline@lr1e-3")
 
