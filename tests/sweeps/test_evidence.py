@@ -52,7 +52,7 @@ def test_cells_train_at_twenty_tokens_per_parameter_or_the_papers_140_or_1_3(pap
 
 def test_headline_arms_get_at_least_five_paired_seeds() -> None:
     headline = {"wisca": ["g8_origin", "g8_qk_vo_tensor", "g8_origin@tpp1.3", "g8_qk_vo_tensor@tpp1.3"], "small_init": ["baseline", "small_eps_gate"],
-                "mols": ["baseline@lr3e-3", "snr@lr3e-3"], "pc_layer": ["adamw_baseline", "adamw_pc4",
+                "mols": ["bpe_baseline", "bpe_snr", "bpe_manual"], "pc_layer": ["adamw_baseline", "adamw_pc4",
                 "muon_baseline", "muon_pc2"], "wd_plasticity": ["tpp140_wd0.1", "tpp140_wd0.3"]}
     for paper, arms in headline.items():
         spec = load_spec(paper)
