@@ -60,7 +60,10 @@ def test_every_paper_preset_composes_with_a_recipe(preset: str) -> None:
     validate_cells(grid)
     arm = grid.arms[0]
     cfg = validated(compose_run_config([f"experiment={preset}", f"+arm={arm}", *grid.overrides])).config
-    assert (cfg.model.name, cfg.data.seq_len, cfg.tokenizer.kind) == ("llama_271m", 2048, "pretrained")
+    # An arm keeps its own tokenizer over the recipe, as it keeps its optimizer and regime (MoLS's BPE arms).
+    own = compose_run_config([f"experiment={preset}", f"+arm={arm}"]).tokenizer.kind
+    wanted = own if own != "byte" else "pretrained"
+    assert (cfg.model.name, cfg.data.seq_len, cfg.tokenizer.kind) == ("llama_271m", 2048, wanted)
     assert cfg.trainer.accumulate_grad_batches * 16 * 2048 == 524_288  # one GPU: the recipe's batch by accumulation
     assert cfg.trainer.max_steps is None and cfg.regime.name in ("tpp20", "tpp140", "tpp1.3")  # no CPU step cap left
     assert cfg.ablation.arm  # the arm still names itself (and sets its technique)
