@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.claims import Claim, split_arm
+from analysis.claims import Claim, is_finetune_tuning_base, split_arm
 from analysis.load_runs import numeric
 from analysis.scale import Scale
 from analysis.seeds import seed_key
@@ -176,8 +176,9 @@ def _baseline_of(runs: pd.DataFrame, parent: ParentRecord) -> str:
 
 def _arm_order(runs: pd.DataFrame, parent: ParentRecord, baseline: str) -> list[str]:
     """Grouped by variant (the baseline's variant first, then the preset's order, then by name); within a
-    variant the baseline's family first, then the order of the preset's arm list (the parent's `arms`)."""
-    present = [a for a in runs["arm"].dropna().unique()] if "arm" in runs else []
+    variant the baseline's family first, then the order of the preset's arm list (the parent's `arms`).
+    A fine-tune tuning base (`<arm>@ft_tuning`) is no arm: it only chose its arm's fine-tune rate."""
+    present = [a for a in runs["arm"].dropna().unique() if not is_finetune_tuning_base(a)] if "arm" in runs else []
     listed = [a.strip().rsplit("/", 1)[-1] for a in parent.params.get("arms", "").split(",") if a.strip()]
     families = {f: i for i, f in enumerate(dict.fromkeys(split_arm(a)[0] for a in listed))}
     variants = {v: i for i, v in enumerate(dict.fromkeys([split_arm(baseline)[1], *(split_arm(a)[1] for a in listed)]))}

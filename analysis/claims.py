@@ -31,6 +31,9 @@ from lit_modules.technique_reports import technique_reports
 
 VARIANT_SEP = "@"
 LR_VARIANT_PREFIX = "lr"
+# A base pre-trained on a tuning seed only to choose its arm's fine-tune rate (sweeps/finetune_tuning.py):
+# a cell of the grid that no comparison reads (analysis/finetune_lr_tuning.py reads it).
+FINETUNE_TUNING_VARIANT = "ft_tuning"
 
 
 def split_arm(arm: str) -> tuple[str, str]:
@@ -45,6 +48,10 @@ def join_arm(family: str, variant: str) -> str:
 
 def is_lr_variant(variant: str) -> bool:
     return variant.startswith(LR_VARIANT_PREFIX)
+
+
+def is_finetune_tuning_base(arm: str) -> bool:
+    return split_arm(arm)[1] == FINETUNE_TUNING_VARIANT
 
 
 @dataclass(frozen=True)

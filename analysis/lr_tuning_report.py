@@ -3,11 +3,13 @@ test runs ran at it.
 
     section = lr_tuning_section(ab, provenance, out)    # writes lr_tuning.csv and lr_tuning.png beside report.md
 
-Drawn only for a results folder whose provenance declares `lr_tuning` (sweeps/evidence.py records the
-protocol's grids there when its cells run). The table is made again from the exported runs (the tuning
-cells are runs of the grid, `<arm>@lr<rate>` on the tuning seeds) by the rule the driver chose with
-(analysis/lr_tuning.py), so it is regenerable from `data/` alone; a choice that differs from the one the
-driver recorded (`lr_tuning_chosen`), or test runs at another rate, is said in the section.
+Drawn only for a results folder whose provenance declares `lr_tuning` or `finetune_lr_tuning`
+(sweeps/evidence.py records the protocol's grids there when its cells run). The table is made again from the
+exported runs (the tuning cells are runs of the grid, `<arm>@lr<rate>` on the tuning seeds; a fine-tune
+grid's cells are the fine-tunes of the `<arm>@ft_tuning` bases, analysis/finetune_lr_tuning.py) by the rule
+the driver chose with (analysis/lr_tuning.py), so it is regenerable from `data/` alone; a choice that differs
+from the one the driver recorded (`lr_tuning_chosen`, `finetune_lr_tuning_chosen`), or test runs at another
+rate, is said in the section.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pandas as pd
 
 from analysis import markdown as md
 from analysis.ablation import Ablation, better_direction
+from analysis.finetune_lr_tuning import FINETUNE_RATE_KEY, tuning_runs
 from analysis.lr_tuning import LrTuning, chosen_rates, rate_text, tuning_cells, tuning_table
 from analysis.plots import new_figure, save_figure
 from analysis.sections import Section
@@ -30,28 +33,40 @@ TITLE = "Learning rates: each arm's own, chosen on tuning seeds"
 
 
 def declared_tunings(provenance: dict | None) -> list[LrTuning]:
-    return [LrTuning.from_record(r) for r in (provenance or {}).get("lr_tuning") or []]
+    """The pre-training grids, then the fine-tune's grid, as the provenance declares them."""
+    record = provenance or {}
+    finetune = [LrTuning.from_record(record["finetune_lr_tuning"])] if record.get("finetune_lr_tuning") else []
+    return [LrTuning.from_record(r) for r in record.get("lr_tuning") or []] + finetune
 
 
 def lr_tuning_section(ab: Ablation, provenance: dict | None, out: Path) -> Section:
     tunings = declared_tunings(provenance)
     if not tunings:
         return Section(TITLE, [])
-    tables = [tuning_table(t, ab.runs) for t in tunings]
+    cells_of = {FINETUNE_RATE_KEY: tuning_runs(ab.runs, ab.finetunes)}  # a fine-tune grid's cells are fine-tunes
+    tables = [tuning_table(t, cells_of.get(t.key, ab.runs)).assign(key=t.key) for t in tunings]
     table = pd.concat(tables, ignore_index=True)
     table.to_csv(Path(out) / LR_TUNING_FILE, index=False)
-    figure = plot_lr_tuning(tunings, [tuning_cells(t, ab.runs) for t in tunings], tables,
+    figure = plot_lr_tuning(tunings, [tuning_cells(t, cells_of.get(t.key, ab.runs)) for t in tunings], tables,
                             Path(out) / LR_TUNING_FIGURE, ab.name)
-    chosen, recorded = chosen_rates(table), (provenance or {}).get("lr_tuning_chosen") or {}
+    record = provenance or {}
     body = [("Each tuned arm ran at every rate of its grid (`optim.lr`, or the field it names) on the tuning "
              "seeds only; its rate is the "
              "one with the best mean final metric over them, and its test runs (the seeds the verdicts use, none "
              "of them a tuning seed) ran at that rate. A rate where a tuning seed diverged is ruled out; an arm "
              "with a tuning cell missing gets no rate."), ""]
-    for t in tunings:
+    if any(t.key == FINETUNE_RATE_KEY for t in tunings):
+        body += [("The fine-tune's rate (`finetune.lr`) is chosen the same way per arm: each arm pre-trained on the "
+                  "tuning seeds as `<arm>@ft_tuning` (a base no comparison reads), each such base was fine-tuned at "
+                  "every rate, and the arm's test bases were fine-tuned at the rate with the best mean fine-tune "
+                  "metric over those bases."), ""]
+    for t, t_table in zip(tunings, tables):
+        chosen = chosen_rates(t_table)
+        recorded = record.get("finetune_lr_tuning_chosen" if t.key == FINETUNE_RATE_KEY else "lr_tuning_chosen") or {}
         for arm in t.arms:
             body.append(f"- {_arm_line(ab, arm, t.key, chosen.get(arm), recorded.get(arm))}")
-    body += ["", md.table(table, [("arm", "arm"), ("rate", "rate"), ("tuning_seeds", "tuning seeds"), ("n", "finished"),
+    body += ["", md.table(table, [("arm", "arm"), ("key", "rate of"), ("rate", "rate"), ("tuning_seeds", "tuning seeds"),
+                                  ("n", "finished"),
                                   ("metric", "metric"), ("final_loss", "mean final"), ("per_seed", "per seed"),
                                   ("chosen", "chosen"), ("note", "note")], {"rate": rate_text, "final_loss": lambda x: md.fmt(x, 5)})]
     if figure is not None:
@@ -61,9 +76,16 @@ def lr_tuning_section(ab: Ablation, provenance: dict | None, out: Path) -> Secti
 
 
 def _arm_line(ab: Ablation, arm: str, key: str, chosen: float | None, recorded) -> str:
-    """Which rate the arm got, and which rate its test runs record (params.<key>)."""
+    """Which rate the arm got, and which rate its test runs record (params.<key>; for the fine-tune's rate,
+    the optim.lr its test bases' fine-tunes ran at)."""
     rows = ab.finished[ab.finished["arm"] == arm]
-    ran = sorted({float(v) for v in rows.get(f"params.{key}", pd.Series(dtype=str)).dropna() if v != ""})
+    if key == FINETUNE_RATE_KEY:
+        ft = ab.finetunes
+        of_arm = ft[ft["tags.finetune.base_run_id"].isin(set(rows["run_id"]))] if "tags.finetune.base_run_id" in ft else ft
+        rates = of_arm.get("params.optim.lr", pd.Series(dtype=str))
+    else:
+        rates = rows.get(f"params.{key}", pd.Series(dtype=str))
+    ran = sorted({float(v) for v in rates.dropna() if v != ""})
     seeds = ",".join(sorted(rows["seed"], key=seed_key)) or "none"
     if chosen is None:
         line = f"`{arm}`: no rate chosen (see the table)"

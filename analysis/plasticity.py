@@ -8,6 +8,8 @@ grid's finished runs, their train/loss curves and their fine-tune runs. So `swee
 MLflow store) and `make report FROM=results/wd_plasticity` (from exported CSVs) show the same table.
 
 Per run: its base val/loss, the fine-tune's target loss before and after and their difference (plasticity),
+its top-1 target accuracy after, the rate it was fine-tuned at (one per recipe, or each arm's own where a
+protocol tuned it; tuning bases `<arm>@ft_tuning` are no rows),
 the train-validation gap (final val/loss minus the mean of the last TRAIN_TAIL logged train/loss values, one
 micro-batch each), the attention pseudo-ranks, the linear-probe accuracy and, when the fine-tune's eval asked
 for them (eval.sampled), its sampled-generation metrics (greedy Pass@1, Pass@k, Maj@k:
@@ -23,9 +25,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from analysis.ablation import TRAIN_TAIL, Ablation
+from analysis.claims import is_finetune_tuning_base
 from analysis.comparisons import final_train_loss
 from analysis.stats import compare_paired
 from lit_modules.runs import tags
@@ -40,6 +44,8 @@ QUANTITIES = [
     ("base_val_loss", "base val/loss"),
     ("target_before", "target loss before"),
     ("target_after", "target loss after"),
+    ("target_acc_after", "target top-1 acc after"),
+    ("finetune_lr", "ft lr"),
     ("plasticity", "plasticity (before - after)"),
     ("train_val_gap", "train-val gap"),
     ("qk_pseudo_rank", "QK pseudo-rank (tau 0.01)"),
@@ -65,7 +71,8 @@ class Recipe:
         steps = f"{self.steps} steps" if self.steps is not None else "? steps"
         batch = f" x batch {self.batch_size}" if self.batch_size is not None else ""
         schedule = f", {self.schedule} schedule" if self.schedule else ""
-        return (f"Fine-tuning recipe `{self.name}`: target `{self.data}`, lr {self.lr:g}, weight decay "
+        lr = f"lr {self.lr:g}" if math.isfinite(self.lr) else "lr per arm (tuned on tuning seeds; column ft lr)"
+        return (f"Fine-tuning recipe `{self.name}`: target `{self.data}`, {lr}, weight decay "
                 f"{self.weight_decay:g}, {steps}{batch}{schedule}.")
 
 
@@ -83,12 +90,13 @@ def recipes(ab: Ablation) -> list[Recipe]:
         return []
     out = []
     for recipe_hash, group in ft.sort_values("start_time", ascending=False, kind="stable").groupby(
-            f"tags.{tags.FINETUNE_RECIPE_HASH}", sort=False):
+            "recipe_key", sort=False):
         newest = group.iloc[0]
+        rates = sorted({_float(v) for v in group.get("params.optim.lr", pd.Series(dtype=str))})
         out.append(Recipe(
             name=str(newest.get(f"tags.{tags.FINETUNE_RECIPE}", "?")), hash=str(recipe_hash),
             data=str(newest.get(f"tags.{tags.FINETUNE_TARGET_DATA}", "?")),
-            lr=_float(newest.get("params.optim.lr")), weight_decay=_float(newest.get("params.optim.weight_decay")),
+            lr=rates[0] if len(rates) == 1 else math.nan, weight_decay=_float(newest.get("params.optim.weight_decay")),
             steps=_int(newest.get("params.trainer.max_steps")), batch_size=_int(newest.get("params.data.batch_size")),
             schedule=_text(newest.get("params.schedule.name")),
         ))
@@ -96,7 +104,8 @@ def recipes(ab: Ablation) -> list[Recipe]:
 
 
 def plasticity_tables(ab: Ablation, recipe_hash: str | None = None) -> list[PlasticityTable]:
-    """One table per recipe (only `recipe_hash`'s when given, even if no fine-tune of it finished yet)."""
+    """One table per recipe (only `recipe_hash`'s when given, even if no fine-tune of it finished yet): its
+    family (`recipe_family`, the settings but the rate) where its runs record one, else its hash."""
     found = recipes(ab)
     if recipe_hash is not None:
         found = [r for r in found if r.hash == recipe_hash] or [Recipe("?", recipe_hash, "?", math.nan, math.nan,
@@ -112,12 +121,12 @@ def plasticity_rows(ab: Ablation, recipe_hash: str) -> pd.DataFrame:
     """One row per finished base run: its identity, its and its fine-tune's numbers, per-layer probe accuracy."""
     ft = _finished_finetunes(ab)
     if not ft.empty:
-        ft = ft[ft[f"tags.{tags.FINETUNE_RECIPE_HASH}"] == recipe_hash].sort_values("start_time", kind="stable")
+        ft = ft[ft["recipe_key"] == recipe_hash].sort_values("start_time", kind="stable")
     newest = {r[f"tags.{tags.FINETUNE_BASE}"]: r for _, r in ft.iterrows()} if not ft.empty else {}
     layers = sorted((c for c in ab.finished.columns if PROBE_LAYER.fullmatch(c)),
                     key=lambda c: int(PROBE_LAYER.fullmatch(c).group(1)))
     rows = []
-    for _, base in ab.finished.iterrows():
+    for _, base in ab.finished[~ab.finished["arm"].map(is_finetune_tuning_base)].iterrows():
         tuned = newest.get(base["run_id"])
         row = {
             "run_id": base["run_id"],
@@ -130,6 +139,8 @@ def plasticity_rows(ab: Ablation, recipe_hash: str) -> pd.DataFrame:
             "base_val_loss": _metric(base, "val/loss"),
             "target_before": _metric(tuned, tags.TARGET_LOSS_BEFORE),
             "target_after": _metric(tuned, tags.TARGET_LOSS_AFTER),
+            "target_acc_after": _metric(tuned, tags.TARGET_ACC_AFTER),
+            "finetune_lr": _float(tuned.get("params.optim.lr")) if tuned is not None else math.nan,
             "plasticity": _metric(tuned, tags.PLASTICITY),
             "train_val_gap": _metric(base, "val/loss") - final_train_loss(ab, base["run_id"]),
             "qk_pseudo_rank": _metric(base, PSEUDO_RANK.format(kind="qk")),
@@ -153,7 +164,12 @@ def _finished_finetunes(ab: Ablation) -> pd.DataFrame:
     needed = (f"tags.{tags.FINETUNE_BASE}", f"tags.{tags.FINETUNE_RECIPE_HASH}", "status")
     if ft.empty or not all(c in ft for c in needed):
         return pd.DataFrame()
-    return ft[ft["status"] == "FINISHED"]
+    ft = ft[ft["status"] == "FINISHED"]
+    # One table per recipe; a recipe whose rate was tuned per arm is one family (older runs: one hash each).
+    family = f"tags.{tags.FINETUNE_RECIPE_FAMILY}"
+    key = ft[family].where(ft[family].notna() & (ft[family] != "") & (ft[family] != "nan"), ft[f"tags.{tags.FINETUNE_RECIPE_HASH}"]) \
+        if family in ft else ft[f"tags.{tags.FINETUNE_RECIPE_HASH}"]
+    return ft.assign(recipe_key=key.astype(str))
 
 
 def _metric(row: pd.Series | None, key: str) -> float:
@@ -186,7 +202,7 @@ def summarize(rows: pd.DataFrame) -> pd.DataFrame:
         entry = {"regime": regime, "weight_decay": wd, "n_seeds": len(group),
                  "tokens": float(group["tokens"].median())}
         for col in columns:
-            values = group[col].dropna().to_numpy(dtype=float)
+            values = group[col].dropna().to_numpy(dtype=float) if col in group else np.array([])  # older rows
             entry[f"{col}_mean"] = float(values.mean()) if len(values) else float("nan")
             entry[f"{col}_sd"] = float(values.std(ddof=1)) if len(values) > 1 else float("nan")
             entry[f"{col}_min"] = float(values.min()) if len(values) else float("nan")

@@ -41,7 +41,7 @@ from lit_modules.config import files
 from lit_modules.config.arguments import DOTLIST, Arg, Prefix, Verb, parse_words
 from lit_modules.config.composition import override_error_sentence
 from lit_modules.config.errors import ConfigError
-from lit_modules.config.finetune_recipe import DEFAULT_RECIPE, FinetuneRecipe, load_recipe, recipe_hash
+from lit_modules.config.finetune_recipe import DEFAULT_RECIPE, FinetuneRecipe, load_recipe, recipe_family, recipe_hash
 from lit_modules.config.schema import AblationConfig, Config, RegimeConfig, ScheduleConfig
 from lit_modules.data import DataConfig, DataError, TokenizerConfig
 from lit_modules.hf import is_hf_reference
@@ -122,6 +122,7 @@ def finetune_config(
         tags.FINETUNE_BASE: base.run_id,
         tags.FINETUNE_RECIPE: recipe.name,
         tags.FINETUNE_RECIPE_HASH: recipe_hash(recipe),
+        tags.FINETUNE_RECIPE_FAMILY: recipe_family(recipe),
         tags.FINETUNE_TARGET_DATA: recipe.data,
         "fidelity.finetune.recipe": "assumed",  # the paper's SFT recipe is out of reach on a CPU
     })

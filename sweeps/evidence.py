@@ -15,7 +15,9 @@ and with `finetune_eval: [tasks]` every fine-tuned model is then scored zero-sho
 (`local` = the local tasks of the fine-tune's target corpus), into the fine-tune's own run
 (sweeps/finetune_stage.py).
 A spec may give its primary pairs learning-rate grids (`lr_tuning:`, sweeps/lr_tuning.py): each tuned arm's
-rate is chosen on tuning seeds no block runs, before its stage's test cells run at that rate.
+rate is chosen on tuning seeds no block runs, before its stage's test cells run at that rate; and its
+fine-tune a rate grid (`finetune_lr_tuning:`, sweeps/finetune_tuning.py): each arm's fine-tune rate is chosen
+on bases pre-trained on tuning seeds, before its test bases are fine-tuned at it.
 Then the grid is exported to `results/<paper>/` (CSV measurements + provenance), the report is written
 there from those files alone, and `RESULTS.md` is regenerated from every `results/*/`.
 """
@@ -35,9 +37,10 @@ from analysis.lr_tuning import LrTuning
 from lit_modules.config import files
 from lit_modules.config.arguments import HYDRA, NAMES, POSITIVE_INT, Arg, Prefix, Verb, parse_words
 from lit_modules.config.errors import ConfigError
-from lit_modules.config.finetune_recipe import FinetuneRecipe, load_recipe
+from lit_modules.config.finetune_recipe import FinetuneRecipe
 from sweeps import lr_tuning
-from sweeps.finetune_stage import evaluate_finetunes, finetune_bases, finetunes_to_score
+from sweeps.finetune_stage import evaluate_finetunes, finetune_bases, tune_finetune_rates
+from sweeps.finetune_tuning import load_base_recipe, parse_finetune_tuning, recipe_of_arm, tuning_blocks
 from sweeps.wall_clock import WallClock
 
 SPEC_DIR = files.group_dir("evidence")  # driver specs (a test points this at its own folder)
@@ -64,6 +67,7 @@ class EvidenceSpec:
     checks: dict | None = None  # the declared families (analysis.families), hashed into the provenance
     lr_tuning: tuple[LrTuning, ...] = ()  # learning-rate grids of tuned arms (sweeps/lr_tuning.py)
     ablation_only: tuple[str, ...] = ()  # preset arms this protocol does not run (`make ablate` does), declared
+    finetune_lr_tuning: LrTuning | None = None  # the fine-tune's rate grid (sweeps/finetune_tuning.py)
 
     def cells(self) -> int:
         return sum(len(b.arms) * len(b.seeds) for b in self.blocks)
@@ -82,7 +86,10 @@ class EvidenceSpec:
         """The same protocol with only the blocks (and tuning grids) of these stages, in stage order."""
         blocks = tuple(b for stage in STAGES if stage in stages for b in self.blocks if b.stage == stage)
         kept = {a for b in blocks for a in b.arms}
-        return replace(self, blocks=blocks, lr_tuning=tuple(t for t in self.lr_tuning if set(t.arms) & kept))
+        ft = self.finetune_lr_tuning
+        ft = replace(ft, arms=tuple(a for a in ft.arms if a in kept)) if ft is not None else None
+        return replace(self, blocks=blocks, lr_tuning=tuple(t for t in self.lr_tuning if set(t.arms) & kept),
+                       finetune_lr_tuning=ft if ft is not None and ft.arms else None)
 
 
 @dataclass
@@ -106,7 +113,8 @@ def load_spec(paper: str) -> EvidenceSpec:
     if not path.is_file():
         raise ConfigError(f"There is no evidence protocol '{paper}' in conf/evidence/ (known: {', '.join(known_papers())}).")
     raw = OmegaConf.to_container(OmegaConf.load(path))
-    allowed = ("preset", "blocks", "finetune", "finetune_eval", "checks", "lr_tuning", "ablation_only")
+    allowed = ("preset", "blocks", "finetune", "finetune_eval", "checks", "lr_tuning", "ablation_only",
+               "finetune_lr_tuning")
     unknown = set(raw) - set(allowed)
     if unknown:
         raise ConfigError(f"conf/evidence/{paper}.yaml has unknown key(s) {', '.join(sorted(unknown))} "
@@ -133,8 +141,10 @@ def load_spec(paper: str) -> EvidenceSpec:
     if running:
         raise ConfigError(f"conf/evidence/{paper}.yaml lists {', '.join(running)} under ablation_only and in a block; "
                           "an arm either runs in the protocol or is left to `make ablate`.")
+    ft_tuning = parse_finetune_tuning(raw.get("finetune_lr_tuning"), f"conf/evidence/{paper}.yaml", tuple(blocks),
+                                      raw.get("finetune"))
     return EvidenceSpec(paper, str(raw["preset"]), tuple(blocks), raw.get("finetune"), tuple(str(t) for t in tasks),
-                        raw.get("checks"), tunings, ablation_only)
+                        raw.get("checks"), tunings, ablation_only, ft_tuning)
 
 
 VERB = Verb(
@@ -185,8 +195,13 @@ def check_all(specs: list[EvidenceSpec], args: EvidenceArgs) -> None:
         lr_tuning.check_cells(spec.lr_tuning, f"conf/evidence/{spec.paper}.yaml", args.overrides,
                               lambda arms, seeds, spec=spec: block_argv(spec, Block(arms, seeds), args))
         declared_checks(spec)  # the families name the claim's metrics and the protocol's arms
+        if spec.finetune_lr_tuning is not None:
+            for block, extra in tuning_blocks(spec.finetune_lr_tuning):  # the tuning bases compose and validate
+                grid = ablate_args(block_argv(spec, block, args) + extra)
+                read_grid(grid)
+                validate_cells(grid)
         if spec.finetune:
-            recipe = load_recipe(spec.finetune, args.recipe_overrides)
+            recipe = load_base_recipe(spec.finetune, args.recipe_overrides, spec.finetune_lr_tuning)
             if spec.finetune_eval:
                 from lit_modules.evaluation.run_eval import eval_config_for
 
@@ -207,6 +222,8 @@ def declared_checks(spec: EvidenceSpec) -> dict:
     validate_against(families, claim, list(dict.fromkeys(a for b in spec.blocks for a in b.arms)))
     protocol = {"declared_seeds": [{"arms": list(b.arms), "seeds": list(b.seeds), "stage": b.stage} for b in spec.blocks],
                 "lr_tuning": [t.record() for t in spec.lr_tuning]}
+    if spec.finetune_lr_tuning is not None:  # only where declared: the other protocols' hashes stay as they ran
+        protocol["finetune_lr_tuning"] = spec.finetune_lr_tuning.record()
     return {"checks_sha256": checks_sha256(families, claim, protocol), "checks_primary": declared_keys(families),
             **protocol}
 
@@ -215,13 +232,13 @@ def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def finished_work(spec: EvidenceSpec, runs_dir: str,
-                  recipe_overrides: dict[str, str] | None = None) -> tuple[int, int, int]:
-    """(finished cells, finished fine-tunes, scored fine-tunes) of the preset's grid: what a call has added."""
+def finished_work(spec: EvidenceSpec, runs_dir: str) -> tuple[int, int, int]:
+    """(finished cells, finished fine-tunes, scored fine-tunes) of the preset's grid, tuning ones included:
+    what a call has added."""
     from mlflow.tracking import MlflowClient
 
-    from lit_modules.config.finetune_recipe import recipe_hash
-    from lit_modules.runs.search import ABLATION, find_parent, finished_finetune, grid_bases
+    from lit_modules.runs import tags
+    from lit_modules.runs.search import ABLATION, find_parent, grid_bases
     from lit_modules.tracking.store import resolve_tracking_uri
 
     uri = resolve_tracking_uri(None, runs_dir)
@@ -229,11 +246,12 @@ def finished_work(spec: EvidenceSpec, runs_dir: str,
         return 0, 0, 0  # a fresh store: nothing done yet (and nothing created by asking)
     client = MlflowClient(uri)
     parent = find_parent(client, spec.preset, kinds=(ABLATION,))
-    bases = grid_bases(client, parent) if parent is not None else []
-    recipe = load_recipe(spec.finetune, recipe_overrides) if spec.finetune else None  # as finetune_bases uses it
-    tuned = sum(finished_finetune(client, b, recipe_hash(recipe)) is not None for b in bases) if recipe else 0
-    scored = finetunes_to_score(client, spec, recipe_overrides or {})[1] if recipe and spec.finetune_eval else 0
-    return len(bases), tuned, scored
+    if parent is None:
+        return 0, 0, 0
+    finetunes = client.search_runs([parent.info.experiment_id], max_results=10_000, filter_string=(
+        f"tags.`{tags.FINETUNE_GRID_PARENT}` = '{parent.info.run_id}' and attributes.status = 'FINISHED'"))
+    scored = sum(tags.FINETUNE_EVAL_TASKS in r.data.tags for r in finetunes)
+    return len(grid_bases(client, parent)), len(finetunes), scored
 
 
 def run_stage(spec: EvidenceSpec, stage: str, args: EvidenceArgs, ablate, chosen: dict[str, float]) -> tuple[int, int]:
@@ -265,13 +283,13 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     declared = declared_checks(spec)  # hashed before any cell runs
     clock = WallClock(args.runs_dir, spec.paper)
     started = time.time()
-    before = finished_work(spec, args.runs_dir, args.recipe_overrides)
+    before = finished_work(spec, args.runs_dir)
     if before == (0, 0, 0):
         clock.reset()  # a grid with nothing finished: earlier calls' time measured nothing that is kept
     tuning = f" (and {spec.cells_to_tune()} tuning cells)" if spec.lr_tuning else ""
     print(f"[{spec.paper}] {spec.cells()} cells in {len(spec.blocks)} blocks{tuning} of preset {spec.preset} "
           f"(stages {', '.join(args.stages)})", flush=True)
-    failed, chosen = 0, {}
+    failed, chosen, chosen_ft = 0, {}, {}
     try:
         for stage in STAGES:
             blocks = [b for b in spec.blocks if b.stage == stage]
@@ -284,12 +302,23 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
                 print(f"[{spec.paper}] stage {stage}: {sum(len(b.arms) * len(b.seeds) for b in blocks)} cells, "
                       f"{(time.time() - stage_started) / 60:.1f} min", flush=True)
         if spec.finetune:
-            failed += finetune_bases(spec, args, args.workers or default_workers())
-        if spec.finetune_eval:
-            failed += evaluate_finetunes(spec, args, args.workers or default_workers())
+            workers = args.workers or default_workers()
+            recipe = load_base_recipe(spec.finetune, args.recipe_overrides, spec.finetune_lr_tuning)
+
+            def run_cells(block: Block, extra: list[str]) -> int:
+                return ablate(block_argv(spec, block, args) + extra)
+
+            code, chosen_ft, failures = tune_finetune_rates(spec, args, workers, recipe, run_cells)
+            if code:
+                return code
+            failed += failures
+            recipe_of = recipe_of_arm(recipe, spec.finetune_lr_tuning, chosen_ft)
+            failed += finetune_bases(spec, args, workers, recipe_of)
+            if spec.finetune_eval:
+                failed += evaluate_finetunes(spec, args, workers, recipe_of)
     finally:
         wall = time.time() - started
-        if finished_work(spec, args.runs_dir, args.recipe_overrides) != before:
+        if finished_work(spec, args.runs_dir) != before:
             clock.add(wall)
     from analysis.load_runs import RunStore
     from analysis.provenance import provenance_record, read_provenance
@@ -298,11 +327,12 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     store = RunStore(args.runs_dir)
     folder = Path(args.results_dir) / spec.paper
     provenance = read_provenance(folder)
-    if provenance is None or finished_work(spec, args.runs_dir, args.recipe_overrides) != before:
+    if provenance is None or finished_work(spec, args.runs_dir) != before:
         # New measurements: the record's wall time is every call's that ran cells of this grid. A call that
         # only re-exports keeps the record of the calls that ran the cells.
         provenance = {**provenance_record(command, clock.total(), args.workers or default_workers(), threads_per_worker=1),
-                      **declared, **({"lr_tuning_chosen": chosen} if spec.lr_tuning else {})}
+                      **declared, **({"lr_tuning_chosen": chosen} if spec.lr_tuning else {}),
+                      **({"finetune_lr_tuning_chosen": chosen_ft} if spec.finetune_lr_tuning else {})}
     out = export_results(store.resolve(spec.preset).info.run_id, folder,
                          runs_dir=args.runs_dir, store=store, provenance=provenance)
     print(f"[{spec.paper}] report: {out} ({wall / 60:.1f} min)", flush=True)

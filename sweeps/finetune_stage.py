@@ -1,11 +1,14 @@
 """The evidence protocol's fine-tune stage: every finished test cell fine-tuned with the protocol's recipe,
 then each fine-tuned model scored zero-shot on `finetune_eval`, both in spawned workers, skipping done ones.
 
-    failed = finetune_bases(spec, args, workers)       # fine-tunes the grid's bases that lack this recipe's
-    failed += evaluate_finetunes(spec, args, workers)  # scores the fine-tunes not yet scored on the tasks
+    code, chosen, undecided = tune_finetune_rates(spec, args, workers, recipe, run_cells)  # finetune_lr_tuning
+    recipe_of = recipe_of_arm(recipe, spec.finetune_lr_tuning, chosen)   # arm -> its recipe (None: no rate)
+    failed = finetune_bases(spec, args, workers, recipe_of)       # the grid's bases that lack their recipe's
+    failed += evaluate_finetunes(spec, args, workers, recipe_of)  # the fine-tunes not yet scored on the tasks
 
-A learning-rate tuning cell (`<arm>@lr<rate>` on a tuning seed, sweeps/lr_tuning.py) is no base: it chose a
-rate, the test cells carry the claim. Split out of sweeps/evidence.py, which runs the stages in order.
+A learning-rate tuning cell (`<arm>@lr<rate>` on a tuning seed, sweeps/lr_tuning.py) and a fine-tune tuning
+base (`<arm>@ft_tuning`, sweeps/finetune_tuning.py) are no test bases: they chose a rate, the test cells carry
+the claim. Split out of sweeps/evidence.py, which runs the stages in order.
 """
 
 from __future__ import annotations
@@ -17,38 +20,76 @@ from functools import partial
 from multiprocessing import get_context
 from typing import TYPE_CHECKING
 
-from lit_modules.config.finetune_recipe import load_recipe
+from analysis.claims import is_finetune_tuning_base
+from lit_modules.config.finetune_recipe import FinetuneRecipe
 from lit_modules.runs import tags
+from sweeps.finetune_tuning import choose, tuning_blocks, tuning_jobs
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
     from mlflow.tracking import MlflowClient
 
-    from sweeps.evidence import EvidenceArgs, EvidenceSpec
+    from sweeps.evidence import Block, EvidenceArgs, EvidenceSpec
+
+RecipeOf = Callable[[str], "FinetuneRecipe | None"]  # a test base's arm -> its recipe (None: its arm got no rate)
 
 
-def finished_test_cells(client: MlflowClient, spec: EvidenceSpec) -> list[Run]:
-    """The finished cells of the preset's grid, tuning cells left out (oldest first)."""
+def grid_cells(client: MlflowClient, spec: EvidenceSpec) -> list[Run]:
+    """Every finished cell of the preset's grid, tuning cells and tuning bases included (oldest first)."""
     from lit_modules.runs.search import ABLATION, find_parent, grid_bases
 
     parent = find_parent(client, spec.preset, kinds=(ABLATION,))
+    return grid_bases(client, parent) if parent is not None else []
+
+
+def finished_test_cells(client: MlflowClient, spec: EvidenceSpec) -> list[Run]:
+    """The finished cells of the preset's grid, LR tuning cells and fine-tune tuning bases left out."""
     tuning = spec.tuning_cells()
-    return [b for b in (grid_bases(client, parent) if parent is not None else [])
-            if b.data.tags.get(tags.ABLATION_ARM) not in tuning]
+    return [b for b in grid_cells(client, spec) if b.data.tags.get(tags.ABLATION_ARM) not in tuning
+            and not is_finetune_tuning_base(b.data.tags.get(tags.ABLATION_ARM, ""))]
 
 
-def _finetune_one(base_run_id: str, recipe, runs_dir: str) -> str:
-    """One fine-tune in a worker process with one thread (cores are shared with the other workers)."""
+def _finetune_one(job: tuple[str, FinetuneRecipe], runs_dir: str) -> str:
+    """One fine-tune (base run id, recipe) in a worker process with one thread (cores are shared)."""
     import torch
 
     from lit_modules.finetune import finetune
 
     torch.set_num_threads(1)
+    base_run_id, recipe = job
     return finetune(base_run_id, recipe, runs_dir, overrides=["trainer.num_threads=1"]).line()
 
 
-def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> int:
-    """Fine-tune every finished base of the preset's grid that lacks this recipe's fine-tune; failures count."""
+def run_finetunes(jobs: list[tuple[str, FinetuneRecipe]], runs_dir: str, workers: int) -> int:
+    return each_in_workers(partial(_finetune_one, runs_dir=runs_dir), jobs, workers, "fine-tune of")
+
+
+def tune_finetune_rates(spec: EvidenceSpec, args: EvidenceArgs, workers: int, recipe: FinetuneRecipe,
+                        run_cells: Callable[[Block, list[str]], int]) -> tuple[int, dict[str, float], int]:
+    """With `finetune_lr_tuning`: pre-train the tuning bases, fine-tune each at every grid rate, choose each
+    arm's rate; (a stop code or 0, arm -> rate, failures: failed fine-tunes and arms left without a rate)."""
+    from mlflow.tracking import MlflowClient
+
+    from lit_modules.tracking.store import tracking_uri
+
+    tuning = spec.finetune_lr_tuning
+    if tuning is None:
+        return 0, {}, 0
+    for block, extra in tuning_blocks(tuning):
+        code = run_cells(block, extra)
+        if code == 2 or code > 128:  # refused, or stopped by a signal; a failed base is judged by the choice
+            return code, {}, 0
+    client = MlflowClient(tracking_uri(None, args.runs_dir))
+    jobs = tuning_jobs(client, grid_cells(client, spec), tuning, recipe)
+    print(f"[{spec.paper}] fine-tune rate tuning over {', '.join(map(str, sorted(tuning.grid)))} on the bases of "
+          f"seeds {', '.join(map(str, tuning.tuning_seeds))}: {len(jobs)} fine-tunes to run", flush=True)
+    failed = run_finetunes(jobs, args.runs_dir, workers)
+    chosen, undecided = choose(spec.paper, tuning, client, grid_cells(client, spec))
+    return 0, chosen, failed + len(undecided)
+
+
+def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int, recipe_of: RecipeOf) -> int:
+    """Fine-tune every finished test base whose arm has a recipe and lacks its fine-tune; failures count."""
     from mlflow.tracking import MlflowClient
 
     from lit_modules.config.finetune_recipe import recipe_hash
@@ -56,25 +97,27 @@ def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> int:
     from lit_modules.tracking.store import tracking_uri
 
     client = MlflowClient(tracking_uri(None, args.runs_dir))
-    recipe = load_recipe(spec.finetune, args.recipe_overrides)
     bases = finished_test_cells(client, spec)
-    todo = [b.info.run_id for b in bases if finished_finetune(client, b, recipe_hash(recipe)) is None]
-    print(f"[{spec.paper}] fine-tuning {len(todo)} of {len(bases)} base runs with recipe '{spec.finetune}' "
+    jobs = [(b.info.run_id, recipe) for b in bases if (recipe := recipe_of(b.data.tags.get(tags.ABLATION_ARM, "")))
+            is not None and finished_finetune(client, b, recipe_hash(recipe)) is None]
+    print(f"[{spec.paper}] fine-tuning {len(jobs)} of {len(bases)} base runs with recipe '{spec.finetune}' "
           f"({workers} workers x 1 thread)", flush=True)
-    return each_in_workers(partial(_finetune_one, recipe=recipe, runs_dir=args.runs_dir), todo, workers, "fine-tune of")
+    return run_finetunes(jobs, args.runs_dir, workers)
 
 
-def each_in_workers(job: Callable[[str], str], run_ids: list[str], workers: int, what: str) -> int:
-    """`job(run_id)` for every run id in spawned worker processes, each finished one's line printed; the
-    failures, counted (one failing run must not stop the others)."""
+def each_in_workers(job: Callable, items: list, workers: int, what: str) -> int:
+    """`job(item)` for every item (a run id, or a tuple whose first entry is one) in spawned worker processes,
+    each finished one's line printed; the failures, counted (one failing run must not stop the others)."""
     failed = 0
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(job, run_id): run_id for run_id in run_ids}
+        futures = {pool.submit(job, item): item for item in items}
         for future in as_completed(futures):
             try:
                 print(f"  {future.result()}", flush=True)
             except Exception as err:  # noqa: BLE001 - reported and counted, the others go on
-                print(f"  {what} {futures[future]} failed: {type(err).__name__}: {err}", file=sys.stderr)
+                item = futures[future]
+                print(f"  {what} {item[0] if isinstance(item, tuple) else item} failed: {type(err).__name__}: {err}",
+                      file=sys.stderr)
                 failed += 1
     return failed
 
@@ -93,27 +136,26 @@ def _evaluate_one(run_id: str, tasks: tuple[str, ...], runs_dir: str) -> str:
     return f"{run_id}: " + ", ".join(f"{k}={v:.3f}" for k, v in sorted(accs.items()))
 
 
-def finetunes_to_score(client: MlflowClient, spec: EvidenceSpec,
-                       recipe_overrides: dict[str, str]) -> tuple[list[str], int]:
-    """(fine-tune run ids not yet scored on the spec's tasks, how many are) of the preset's finished grid."""
+def finetunes_to_score(client: MlflowClient, spec: EvidenceSpec, recipe_of: RecipeOf) -> tuple[list[str], int]:
+    """(fine-tune run ids not yet scored on the spec's tasks, how many are) of the preset's finished test bases."""
     from lit_modules.config.finetune_recipe import recipe_hash
     from lit_modules.runs.search import finished_finetune
 
-    recipe_id = recipe_hash(load_recipe(spec.finetune, recipe_overrides))
-    tuned = [finished_finetune(client, b, recipe_id) for b in finished_test_cells(client, spec)]
+    tuned = [finished_finetune(client, b, recipe_hash(recipe)) for b in finished_test_cells(client, spec)
+             if (recipe := recipe_of(b.data.tags.get(tags.ABLATION_ARM, ""))) is not None]
     wanted = ",".join(spec.finetune_eval)
     todo = [r.info.run_id for r in tuned if r is not None and r.data.tags.get(tags.FINETUNE_EVAL_TASKS) != wanted]
     return todo, sum(r is not None for r in tuned) - len(todo)
 
 
-def evaluate_finetunes(spec: EvidenceSpec, args: EvidenceArgs, workers: int) -> int:
-    """Score every fine-tuned model of the grid not yet scored on `finetune_eval`; failures count."""
+def evaluate_finetunes(spec: EvidenceSpec, args: EvidenceArgs, workers: int, recipe_of: RecipeOf) -> int:
+    """Score every fine-tuned test base of the grid not yet scored on `finetune_eval`; failures count."""
     from mlflow.tracking import MlflowClient
 
     from lit_modules.tracking.store import tracking_uri
 
     client = MlflowClient(tracking_uri(None, args.runs_dir))
-    todo, done = finetunes_to_score(client, spec, args.recipe_overrides)
+    todo, done = finetunes_to_score(client, spec, recipe_of)
     print(f"[{spec.paper}] scoring {len(todo)} of {len(todo) + done} fine-tuned models zero-shot on "
           f"{', '.join(spec.finetune_eval)} ({workers} workers x 1 thread)", flush=True)
     return each_in_workers(partial(_evaluate_one, tasks=spec.finetune_eval, runs_dir=args.runs_dir), todo, workers,

@@ -172,21 +172,29 @@ def tune(paper: str, tunings: list[LrTuning], runs_dir: str, preset: str,
     chosen, undecided = {}, []
     runs = store_runs(runs_dir, preset)
     for tuning in tunings:
-        table = tuning_table(tuning, runs)
-        picked = chosen_rates(table)
+        picked, none = announce_choices(f"[{paper}] lr tuning", tuning, tuning_table(tuning, runs),
+                                        "runs its test cells at", "its test cells do not run")
         chosen.update(picked)
-        for arm in tuning.arms:
-            rows = table[table["arm"] == arm]
-            if arm in picked:
-                best = rows[rows["chosen"].astype(bool)].iloc[0]
-                print(f"[{paper}] lr tuning: `{arm}` runs its test cells at {rate_text(picked[arm])} "
-                      f"({tuning.metric} {best['final_loss']:.4f} over seeds {best['tuning_seeds']})", flush=True)
-            else:
-                undecided.append(arm)
-                notes = "; ".join(f"{rate_text(r)}: {n}" for r, n in zip(rows["rate"], rows["note"]) if n)
-                print(f"[{paper}] lr tuning: `{arm}` gets no rate ({notes}): its test cells do not run",
-                      file=sys.stderr, flush=True)
+        undecided += none
     return 0, chosen, undecided
+
+
+def announce_choices(prefix: str, tuning: LrTuning, table: pd.DataFrame, runs_at: str,
+                     without: str) -> tuple[dict[str, float], list[str]]:
+    """(arm -> its chosen rate, arms with none) of one grid's table, each arm's line printed (the ones without
+    a rate on stderr, with the reason)."""
+    picked, undecided = chosen_rates(table), []
+    for arm in tuning.arms:
+        rows = table[table["arm"] == arm]
+        if arm in picked:
+            best = rows[rows["chosen"].astype(bool)].iloc[0]
+            print(f"{prefix}: `{arm}` {runs_at} {rate_text(picked[arm])} "
+                  f"({tuning.metric} {best['final_loss']:.4f} over seeds {best['tuning_seeds']})", flush=True)
+        else:
+            undecided.append(arm)
+            notes = "; ".join(f"{rate_text(r)}: {n}" for r, n in zip(rows["rate"], rows["note"]) if n)
+            print(f"{prefix}: `{arm}` gets no rate ({notes}): {without}", file=sys.stderr, flush=True)
+    return picked, undecided
 
 
 def block_calls(block: Block, tuned: dict[str, str],

@@ -28,7 +28,7 @@ from mlflow.tracking import MlflowClient
 
 from lit_modules.config.arguments import FLAG, HYDRA, Arg, Prefix, Verb, parse_words
 from lit_modules.config.errors import ConfigError
-from lit_modules.config.finetune_recipe import DEFAULT_RECIPE, FinetuneRecipe, load_recipe, recipe_hash
+from lit_modules.config.finetune_recipe import DEFAULT_RECIPE, FinetuneRecipe, load_recipe, recipe_family, recipe_hash
 from lit_modules.runs import tags
 from lit_modules.runs.search import ABLATION, find_parent, finished_finetune, grid_bases
 from lit_modules.tracking.store import tracking_uri
@@ -100,7 +100,7 @@ def write_table(client: MlflowClient, parent: Run, args: PipelineArgs, recipe: F
     from analysis.store_ablation import load_ablation
 
     ab = load_ablation(RunStore(args.runs_dir, client=client), client.get_run(parent.info.run_id))
-    table = plasticity_tables(ab, recipe_hash(recipe))[0]
+    table = plasticity_tables(ab, recipe_family(recipe))[0]
     text = render(args.experiment, table, notes)
     path = write_outputs(reports_root(args.reports_dir) / args.experiment / "plasticity", text, table.summary,
                          table.rows)

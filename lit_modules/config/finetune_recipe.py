@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Optional
 
 from omegaconf import OmegaConf
@@ -55,6 +55,11 @@ class FinetuneRecipe:
 def recipe_hash(recipe: FinetuneRecipe) -> str:
     """Identity of a recipe's settings: two runs of `recipe.name` with different overrides differ here."""
     return hashlib.sha256(json.dumps(asdict(recipe), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def recipe_family(recipe: FinetuneRecipe) -> str:
+    """Identity of a recipe's settings but its rate: the fine-tunes of one recipe whose rate is tuned per arm."""
+    return recipe_hash(replace(recipe, lr=0.0))
 
 
 def load_recipe(name: str = DEFAULT_RECIPE, overrides: dict[str, str] | None = None) -> FinetuneRecipe:

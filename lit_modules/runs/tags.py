@@ -35,6 +35,9 @@ TRIAL_ROLE = "trial"
 FINETUNE_BASE = "finetune.base_run_id"
 FINETUNE_RECIPE = "finetune.recipe"
 FINETUNE_RECIPE_HASH = "finetune.recipe_hash"
+# The recipe's settings but its rate (recipe_family): a protocol that tunes the fine-tune's rate per arm has one
+# family of fine-tunes with several rates, tabulated together.
+FINETUNE_RECIPE_FAMILY = "finetune.recipe_family"
 FINETUNE_TARGET_DATA = "finetune.target_data"
 FINETUNE_GRID_PARENT = "finetune.grid_parent_run_id"
 FINETUNE_EVAL_TASKS = "finetune.eval_tasks"  # the zero-shot tasks a fine-tuned model was scored on (evidence)
@@ -44,3 +47,9 @@ TARGET_LOSS_BEFORE = "finetune/target_loss_before"  # the base weights on the ta
 TARGET_LOSS_AFTER = "finetune/target_loss_after"  # the fine-tuned weights, measured the same way
 PLASTICITY = "finetune/plasticity"  # before - after (nats/token; larger = adapted more)
 BASE_VAL_LOSS = "finetune/base_pretrain_val_loss"  # the base run's final pre-training val/loss
+# Top-1 next-token accuracy on the same held-out targets: a target-corpus accuracy well above its floor,
+# unlike 4-choice zero-shot tasks at this scale. Its floor is the most frequent target token's share (what a
+# model that always predicts that token scores), logged with it.
+TARGET_ACC_BEFORE = "finetune/target_acc_before"
+TARGET_ACC_AFTER = "finetune/target_acc_after"
+TARGET_ACC_FLOOR = "finetune/target_acc_majority"

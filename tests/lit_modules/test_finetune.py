@@ -23,6 +23,7 @@ from lit_modules.runs.finished import FinishedRun, RunCheckpoint
 from lit_modules.runs.tags import BASE_VAL_LOSS as BASE_VAL
 from lit_modules.runs.tags import PLASTICITY
 from lit_modules.runs.tags import TARGET_LOSS_AFTER as AFTER
+from lit_modules.runs.tags import TARGET_ACC_BEFORE, TARGET_ACC_FLOOR
 from lit_modules.runs.tags import TARGET_LOSS_BEFORE as BEFORE
 from lit_modules.train import run
 from lit_modules.config.composition import compose_run_config
@@ -106,14 +107,20 @@ def test_finetune_starts_from_base_weights_and_sees_only_target_text(base):
     assert m[BASE_VAL] == pytest.approx(base_run.data.metrics["val/loss"])
     assert result.plasticity == pytest.approx(m[PLASTICITY]) and result.before == pytest.approx(m[BEFORE])
     # "Before" is the base weights' mean loss over the target's validation windows (module loss per batch).
-    module_losses = []
+    # Its top-1 accuracy counts the argmax hits over every target; the floor is the commonest target's share.
+    module_losses, hits, targets = [], 0, []
     model, _ = build_model(validate(compose_run_config(tiny_overrides(runs_dir, steps=10, seed="4"))), [])
     model.load_state_dict(base_weights)
     with torch.no_grad():
         for x, y in dm.val_dataloader():
             logits = model(x)
             module_losses.append(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).item())
+            hits += int((logits.argmax(-1) == y).sum())
+            targets += y.reshape(-1).tolist()
     assert m[BEFORE] == pytest.approx(float(np.mean(module_losses)), rel=1e-5)
+    assert m[TARGET_ACC_BEFORE] == pytest.approx(hits / len(targets))
+    assert m[TARGET_ACC_FLOOR] == pytest.approx(max(np.bincount(targets)) / len(targets))
+    assert 0 < m[TARGET_ACC_FLOOR] < 0.5 and 0 <= m["finetune/target_acc_after"] <= 1  # (20 steps: the space byte)
 
     # Linked to its base and nested under it; not an ablation cell; config records the recipe.
     tags, params = ft.data.tags, ft.data.params

@@ -7,23 +7,12 @@ import pandas as pd
 import pytest
 
 from sweeps import evidence
+from tests.helpers.protocols import assert_refused_before_any_cell
 from sweeps.evidence import Block, declared_checks, load_spec
 from sweeps.lr_tuning import block_calls
 
 BLOCKS = "blocks:\n  - {arms: [baseline, no_decay], seeds: [0, 1]}\n"
 TUNED = "lr_tuning: {arms: [baseline, no_decay], grid: [1e-3, 3e-3], tuning_seeds: [100, 101]}\n"
-
-
-@pytest.fixture
-def protocol(tmp_path: Path, monkeypatch):
-    """Write conf/evidence/odd.yaml (in a folder of the test's own) from its text."""
-    monkeypatch.setattr(evidence, "SPEC_DIR", tmp_path)
-
-    def write(text: str) -> str:
-        (tmp_path / "odd.yaml").write_text("preset: smoke\n" + text)
-        return "odd"
-
-    return write
 
 
 @pytest.mark.parametrize("text, sentence", [
@@ -49,11 +38,7 @@ def protocol(tmp_path: Path, monkeypatch):
      "metric is a final metric of the tuning runs, such as val/loss (got speedup)"),
 ])
 def test_a_bad_grid_is_one_sentence_and_exit_2_before_any_cell(protocol, tmp_path, capsys, text, sentence) -> None:
-    paper = protocol(text)
-    assert evidence.main([f"papers={paper}", f"runs_dir={tmp_path / 'runs'}"]) == 2
-    err = capsys.readouterr().err
-    assert sentence in err and err.count("\n") == 1 and err.startswith("error: ")
-    assert not (tmp_path / "runs").exists()
+    assert_refused_before_any_cell(protocol(text), tmp_path, capsys, sentence)
 
 
 def test_a_command_line_rate_would_override_the_tuned_ones_and_is_refused(protocol, tmp_path, capsys) -> None:
