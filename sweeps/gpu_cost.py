@@ -3,7 +3,7 @@
     python -m sweeps.gpu_cost [papers=pc_layer,wisca,...] [recipes=gpt2_124m,...] [gpu=h100] [devices=8] [mfu=0.4]
 
 For every paper (conf/evidence/<paper>.yaml, its headline cells: arms x seeds, and its learning-rate tuning
-cells: grid x tuning seeds) and every GPU recipe (conf/recipe/<size>.yaml), each arm is composed as `make evidence` composes its cells
+cells: grid x tuning seeds; a fine-tune rate grid's bases: one per tuning seed) and every GPU recipe (conf/recipe/<size>.yaml), each arm is composed as `make evidence` composes its cells
 (experiment=<preset> +arm=<preset>/<arm>) with recipe=<size> and the node on top, validated and planned
 (lit_modules/plan); a cell costs its plan's GPU-hours, an arm that many times its seeds. The below and scale
 stages are left out: their 0.25x and 4x rungs are CPU models, and at GPU scale the recipe sizes are the ladder. Nothing is trained,
@@ -68,6 +68,9 @@ def protocol_cells(spec: EvidenceSpec, recipe: str, gpu: str, devices: int, mfu:
     for tuning in headline.lr_tuning:
         for arm in tuning.arms:
             seeds[arm] = seeds.get(arm, 0) + len(tuning.grid) * len(tuning.tuning_seeds)
+    if headline.finetune_lr_tuning is not None:  # one pre-trained base per tuning seed (its fine-tunes: not counted)
+        for arm in headline.finetune_lr_tuning.arms:
+            seeds[arm] = seeds.get(arm, 0) + len(headline.finetune_lr_tuning.tuning_seeds)
     cells = []
     for arm, n in seeds.items():
         # Any seed: the cells of an arm cost the same.

@@ -22,6 +22,14 @@ def test_a_protocol_costs_its_headline_arms_times_their_seeds_and_tuning_cells()
     assert gated.plan.gpu_hours > baseline.plan.gpu_hours  # the gate's weights: more FLOPs and more tokens
 
 
+def test_a_fine_tune_rate_grid_adds_one_base_per_tuning_seed() -> None:
+    cells = protocol_cells(load_spec("wd_plasticity"), "gpt2_124m", "h100", 8, "0.4")
+    # 5 test seeds (3 for the 140-TPP 0.5 and 1.0 arms) + one base on each of the 2 tuning seeds.
+    assert {c.arm: c.seeds for c in cells} == {"tpp20_wd0.1": 7, "tpp20_wd0.3": 7, "tpp20_wd0.5": 7, "tpp20_wd1.0": 7,
+                                               "tpp140_wd0.1": 7, "tpp140_wd0.3": 7, "tpp140_wd0.5": 5,
+                                               "tpp140_wd1.0": 5}
+
+
 def test_the_tables_print(capsys) -> None:
     assert main(["papers=small_init", "recipes=gpt2_124m", "gpu=a100", "devices=4"]) == 0
     out = capsys.readouterr().out
