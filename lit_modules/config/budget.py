@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
-from lit_modules.model import Llama, LlamaConfig, count_parameters, flops_per_token
+from lit_modules.model import LlamaConfig, count_parameters, flops_per_token
 
 
 @dataclass(frozen=True)
@@ -35,11 +34,10 @@ def model_config(node) -> LlamaConfig:
 
 
 def parameter_counts(model_cfg: LlamaConfig) -> dict:
-    """Counts without allocating weights (meta device), so a 1B dry run is instant."""
-    model_cfg = model_config(model_cfg)
-    with torch.device("meta"):
-        model = Llama(model_cfg)
-    return count_parameters(model)
+    """Counts without allocating weights (meta device, nothing initialized), so a 1B dry run is instant."""
+    from lit_modules.model.meta import meta_llama
+
+    return count_parameters(meta_llama(model_config(model_cfg)))
 
 
 def world_size(cfg) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from lit_modules.config.schema import OPTIM_ADDED_DEFAULTS
 from lit_modules.model.config import ADDED_DEFAULTS as MODEL_ADDED_DEFAULTS
-from lit_modules.model.init import ADDED_DEFAULTS as INIT_ADDED_DEFAULTS
+from lit_modules.model.init_config import ADDED_DEFAULTS as INIT_ADDED_DEFAULTS
 
 # Run-management fields: they change how a run is driven, not what it computes.
 NOT_IDENTITY = ("dry_run", "resume", "logger", "runs_dir", "parent_run_id", "tags", "diagnostics", "eval", "plan")

@@ -14,7 +14,7 @@ from hydra.core.config_store import ConfigStore
 from lit_modules.config.data import DataConfig, TokenizerConfig
 from lit_modules.config.evaluation import EvalConfig
 from lit_modules.model.config import LlamaConfig
-from lit_modules.model.init import InitConfig
+from lit_modules.model.init_config import InitConfig
 
 
 @dataclass

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from omegaconf import OmegaConf
 from torch import nn
 
@@ -43,13 +42,12 @@ def instantiate_techniques(cfg: Any) -> tuple[list, list[str]]:
 
 def meta_model(cfg: Any) -> nn.Module | None:
     """The configured model built on the meta device (no memory, no compute), or None if it cannot be."""
-    from lit_modules.model import Llama
+    from lit_modules.model.meta import meta_llama
 
     params = OmegaConf.to_container(cfg.model, resolve=True)
     params["vocab_size"] = params.get("vocab_size") or 1  # the vocabulary does not change the attention blocks
     try:
-        with torch.device("meta"):
-            return Llama(params)
+        return meta_llama(params)
     except Exception:  # noqa: BLE001 - an unbuildable model config is reported by the model's own check
         return None
 

@@ -68,10 +68,9 @@ def check_weights(folder: Path, cfg: LlamaConfig) -> dict[str, Path]:
         what = f"lacks {missing[0]}" if missing else f"has {unexpected[0]}, which this platform's Llama does not have"
         raise ModelFolderError(f"The weights in hf:{folder} do not fit its config.json: it {what} "
                           f"({len(missing)} missing, {len(unexpected)} unexpected tensors).")
-    from lit_modules.model import Llama
+    from lit_modules.model.meta import meta_llama
 
-    with torch.device("meta"):
-        shapes = {k: tuple(v.shape) for k, v in Llama(cfg).state_dict().items()}
+    shapes = {k: tuple(v.shape) for k, v in meta_llama(cfg).state_dict().items()}
     for path in sorted(set(files.values())):
         with safe_open(str(path), "pt") as f:
             for name in f.keys():

@@ -26,8 +26,11 @@ def precompute_rope(
     """
     if head_dim % 2 != 0:
         raise ValueError(f"RoPE needs an even head_dim, got {head_dim}")
-    inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-    positions = torch.arange(max_seq_len, dtype=torch.float64)
+    # A model built on the meta device (counts, shapes) gets real tables: computing them through meta's
+    # reference kernels would import torch._dynamo (seconds) for tensors nobody reads.
+    device = None if torch.get_default_device().type != "meta" else torch.device("cpu")
+    inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=device) / head_dim)
+    positions = torch.arange(max_seq_len, dtype=torch.float64, device=device)
     angles = torch.outer(positions, inv_freq)  # [T, hd/2]
     angles = torch.cat([angles, angles], dim=-1)  # [T, hd]: channel j and j+hd/2 share an angle
     return angles.cos().float(), angles.sin().float()
