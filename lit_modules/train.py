@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 from lit_modules.config import files
 from lit_modules.config.composition import compose_multirun, compose_run_config
 from lit_modules.config.errors import ConfigError
+from lit_modules.config.help import HELP_FLAGS, help_text
 from lit_modules.config.schema import register_schema
 from lit_modules.data import DataError
 from lit_modules.config.errors import EvalError
@@ -136,8 +137,15 @@ def _checked_before_the_stack(cfg: DictConfig) -> bool:
 def main() -> None:
     """A single run is composed here and never enters Hydra's run mode, which makes its output folder
     before any check could refuse the input; a `-m` grid goes to Hydra once every job composes.
-    Hydra's own flags (--help, --cfg job, --info, -cn ...) hand the whole command line to Hydra.
+    `--help` is answered from the files (lit_modules/config/help.py); Hydra's own flags (--hydra-help,
+    --cfg job, --info, -cn ...) hand the whole command line to Hydra.
     """
+    argv = sys.argv[1:]
+    if any(arg in HELP_FLAGS for arg in argv):  # from the files alone: Hydra's own --help composes every group
+        print(help_text())
+        return
+    if "--hydra-help" in argv:
+        sys.argv[sys.argv.index("--hydra-help")] = "--help"
     register_schema()
     quiet_libraries()
     enable_stack_dumps()
