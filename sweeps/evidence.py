@@ -196,8 +196,8 @@ def check_all(specs: list[EvidenceSpec], args: EvidenceArgs) -> None:
                               lambda arms, seeds, spec=spec: block_argv(spec, Block(arms, seeds), args))
         declared_checks(spec)  # the families name the claim's metrics and the protocol's arms
         if spec.finetune_lr_tuning is not None:
-            for block, extra in tuning_blocks(spec.finetune_lr_tuning):  # the tuning bases compose and validate
-                grid = ablate_args(block_argv(spec, block, args) + extra)
+            for arms, seeds, extra in tuning_blocks(spec.finetune_lr_tuning):  # the tuning bases compose, validate
+                grid = ablate_args(block_argv(spec, Block(arms, seeds), args) + extra)
                 read_grid(grid)
                 validate_cells(grid)
         if spec.finetune:
@@ -305,8 +305,8 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
             workers = args.workers or default_workers()
             recipe = load_base_recipe(spec.finetune, args.recipe_overrides, spec.finetune_lr_tuning)
 
-            def run_cells(block: Block, extra: list[str]) -> int:
-                return ablate(block_argv(spec, block, args) + extra)
+            def run_cells(arms: tuple[str, ...], seeds: tuple[int, ...], extra: list[str]) -> int:
+                return ablate(block_argv(spec, Block(arms, seeds), args) + extra)
 
             code, chosen_ft, failures = tune_finetune_rates(spec, args, workers, recipe, run_cells)
             if code:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from mlflow.entities import Run
     from mlflow.tracking import MlflowClient
 
-    from sweeps.evidence import Block, EvidenceArgs, EvidenceSpec
+    from sweeps.evidence import EvidenceArgs, EvidenceSpec
 
 RecipeOf = Callable[[str], "FinetuneRecipe | None"]  # a test base's arm -> its recipe (None: its arm got no rate)
 
@@ -65,7 +65,8 @@ def run_finetunes(jobs: list[tuple[str, FinetuneRecipe]], runs_dir: str, workers
 
 
 def tune_finetune_rates(spec: EvidenceSpec, args: EvidenceArgs, workers: int, recipe: FinetuneRecipe,
-                        run_cells: Callable[[Block, list[str]], int]) -> tuple[int, dict[str, float], int]:
+                        run_cells: Callable[[tuple[str, ...], tuple[int, ...], list[str]], int]
+                        ) -> tuple[int, dict[str, float], int]:
     """With `finetune_lr_tuning`: pre-train the tuning bases, fine-tune each at every grid rate, choose each
     arm's rate; (a stop code or 0, arm -> rate, failures: failed fine-tunes and arms left without a rate)."""
     from mlflow.tracking import MlflowClient
@@ -75,8 +76,8 @@ def tune_finetune_rates(spec: EvidenceSpec, args: EvidenceArgs, workers: int, re
     tuning = spec.finetune_lr_tuning
     if tuning is None:
         return 0, {}, 0
-    for block, extra in tuning_blocks(tuning):
-        code = run_cells(block, extra)
+    for arms, seeds, extra in tuning_blocks(tuning):
+        code = run_cells(arms, seeds, extra)
         if code == 2 or code > 128:  # refused, or stopped by a signal; a failed base is judged by the choice
             return code, {}, 0
     client = MlflowClient(tracking_uri(None, args.runs_dir))

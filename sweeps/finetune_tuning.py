@@ -32,8 +32,6 @@ from lit_modules.runs import tags
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
-    from sweeps.evidence import Block
-
 KEYS = ("grid", "tuning_seeds", "metric", "arms")
 DEFAULT_METRIC = tags.TARGET_LOSS_AFTER
 
@@ -77,11 +75,9 @@ def parse_finetune_tuning(node: object, where: str, blocks: tuple[Block, ...], r
     return LrTuning(tuple(str(a) for a in arms), rates, seeds, metric, FINETUNE_RATE_KEY)
 
 
-def tuning_blocks(tuning: LrTuning) -> list[tuple[Block, list[str]]]:
-    """The tuning bases' ablate calls as (block, extra overrides): one per arm, renamed `<arm>@ft_tuning`."""
-    from sweeps.evidence import Block
-
-    return [(Block((arm,), tuning.tuning_seeds), [f"ablation.arm={tuning_base_arm(arm)}"]) for arm in tuning.arms]
+def tuning_blocks(tuning: LrTuning) -> list[tuple[tuple[str, ...], tuple[int, ...], list[str]]]:
+    """The tuning bases' ablate calls as (arms, seeds, extra overrides): one per arm, renamed `<arm>@ft_tuning`."""
+    return [((arm,), tuning.tuning_seeds, [f"ablation.arm={tuning_base_arm(arm)}"]) for arm in tuning.arms]
 
 
 def recipe_at(recipe: FinetuneRecipe, rate: float) -> FinetuneRecipe:

@@ -80,7 +80,7 @@ def test_the_report_shows_loss_against_rate_and_writes_lr_tuning_csv(tmp_path) -
     provenance = {"lr_tuning": [TUNING.record()], "lr_tuning_chosen": {"baseline": 6e-3, "snr": 3e-3}}
     report = render_report(ab, tmp_path, provenance).read_text()
     table = pd.read_csv(tmp_path / "lr_tuning.csv", keep_default_na=False)
-    assert list(table.columns) == list(COLUMNS) and len(table) == 6
+    assert list(table.columns) == [*COLUMNS, "key"] and len(table) == 6 and set(table["key"]) == {"optim.lr"}
     assert table[table["chosen"]][["arm", "rate"]].values.tolist() == [["baseline", 6e-3], ["snr", 3e-3]]
     assert (tmp_path / "lr_tuning.png").is_file() and "![" in report and "lr_tuning.png" in report
     assert "`baseline`: 6e-3; its test runs (seeds 0,1,2) ran at 6e-3." in report
