@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf
 
-from lit_modules.model import LlamaConfig, count_parameters, flops_per_token
+from lit_modules.model import LlamaConfig
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ def model_config(node) -> LlamaConfig:
 
 def parameter_counts(model_cfg: LlamaConfig) -> dict:
     """Counts without allocating weights (meta device, nothing initialized), so a 1B dry run is instant."""
+    # Here, not at the top: counting.py imports torch, which a refusal never needs (issue 27 item 7).
+    from lit_modules.model import count_parameters
     from lit_modules.model.meta import meta_llama
 
     return count_parameters(meta_llama(model_config(model_cfg)))
@@ -46,6 +48,8 @@ def world_size(cfg) -> int:
 
 def compute_budget(cfg) -> Budget:
     """Budget from the regime (tokens per parameter or explicit tokens), capped by trainer.max_steps."""
+    from lit_modules.model import flops_per_token  # torch, as in parameter_counts
+
     counts = parameter_counts(cfg.model)
     tokens_per_step = (
         cfg.data.batch_size * cfg.data.seq_len * world_size(cfg) * cfg.trainer.accumulate_grad_batches

@@ -15,7 +15,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from lit_modules.config.data import static_vocab_size
 from lit_modules.hf import HF_PREFIX, ModelFolderError, hf_folder, is_hf_reference
-from lit_modules.hf.folder import check_weights, read_hf_config
 
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -24,6 +23,10 @@ def with_hf_start(cfg: DictConfig) -> DictConfig:
     """`cfg` with model and tokenizer taken from the folder `init_from=hf:<folder>` names (unchanged if none)."""
     if not is_hf_reference(cfg.get("init_from")):
         return cfg
+    # Here, not at the top: the folder's checks load torch, which a run without init_from=hf: never pays for
+    # before its refusal (issue 27 item 7).
+    from lit_modules.hf.folder import check_weights, read_hf_config
+
     folder = hf_folder(cfg.init_from)
     _, model = read_hf_config(folder)
     check_weights(folder, model)

@@ -14,10 +14,12 @@ their configs' `_target_` (Hydra), so config/ imports no technique and technique
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import OmegaConf
-from torch import nn
+
+if TYPE_CHECKING:  # annotations only: validation imports this module before it knows torch is needed
+    from torch import nn
 
 
 def instantiate_techniques(cfg: Any) -> tuple[list, list[str]]:

@@ -19,8 +19,8 @@ import pickle
 from dataclasses import dataclass
 from typing import Callable, Mapping, TypeVar
 
-import torch
-import torch.distributed as dist
+# torch and torch.distributed are imported in the functions that talk to other ranks: validation reads the
+# layout (launched_ranks, launch_problems) before it knows whether torch is needed at all (issue 27 item 7).
 
 T = TypeVar("T")
 # Strategies that start their own processes: under an outside launcher every rank would start more.
@@ -57,6 +57,8 @@ class Ranks:
                 outcome = (True, compute())
             except Exception as err:  # noqa: BLE001 - re-raised here and on every other rank
                 outcome, failure = (False, _portable(err)), err
+        import torch.distributed as dist
+
         box = [outcome]
         dist.broadcast_object_list(box, src=0, group=_object_group(self.accelerator))
         ok, value = box[0]
@@ -122,6 +124,8 @@ _GROUPS: dict[str, object] = {}
 
 def _object_group(accelerator: str):
     """A gloo group for Python objects, made once; the default group is made first if nobody has yet."""
+    import torch.distributed as dist
+
     if accelerator not in _GROUPS:
         if not dist.is_initialized():
             # Lightning picks nccl for CUDA devices and gloo otherwise, and skips its own init_process_group
@@ -134,9 +138,13 @@ def _object_group(accelerator: str):
 
 
 def _uses_cuda(accelerator: str) -> bool:
+    import torch
+
     return accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
 
 
 def _destroy() -> None:
+    import torch.distributed as dist
+
     if dist.is_initialized():
         dist.destroy_process_group()
