@@ -123,11 +123,12 @@ def _checked_before_the_stack(cfg: DictConfig) -> bool:
         return False
     from lit_modules.config.validate import validated
     from lit_modules.distributed.ranks import launched_ranks
-    from lit_modules.plan.dry_run import print_dry_run
 
     try:
         checked = validated(cfg)
         if checked.config.dry_run:
+            from lit_modules.plan.dry_run import print_dry_run  # torch: only once the plan is printed
+
             print_dry_run(checked.config, checked.budget, launched_ranks(cfg.trainer.accelerator).is_zero)
     except (ConfigError, DataError, EvalError) as err:
         _refuse(err)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from lit_modules.config.budget import Budget, compute_budget
@@ -68,7 +67,7 @@ def _basic_problems(cfg: DictConfig) -> list[str]:
     if t.strategy not in STRATEGIES:
         p.append(f"trainer.strategy must be one of {', '.join(STRATEGIES)}, not '{t.strategy}'.")
     # A dry run plans a GPU run from any machine (it says there is no GPU here); only a real run needs one.
-    if t.accelerator in ("gpu", "cuda") and not torch.cuda.is_available() and not cfg.dry_run:
+    if t.accelerator in ("gpu", "cuda") and not cfg.dry_run and not _cuda_visible():
         p.append("trainer.accelerator=gpu needs a CUDA device and none is visible; use trainer=cpu.")
     if t.accelerator == "cpu" and t.precision in ("16-mixed",):
         p.append("16-mixed precision needs a GPU; use 32-true or bf16-mixed on the CPU.")
@@ -89,11 +88,7 @@ def _basic_problems(cfg: DictConfig) -> list[str]:
         p.append(
             f"data.seq_len ({cfg.data.seq_len}) exceeds model.max_seq_len ({cfg.model.max_seq_len})."
         )
-    from lit_modules.diagnostics import REGISTRY
-
-    unknown = [n for n in cfg.diagnostics.names if n not in REGISTRY]
-    if unknown:
-        p.append(f"Unknown diagnostic(s) {', '.join(unknown)}; known: {', '.join(sorted(REGISTRY)) or 'none'}.")
+    p += _diagnostic_name_problems(list(cfg.diagnostics.names))
     if cfg.diagnostics.every_n_steps < 0 or cfg.diagnostics.batch_size < 1:
         p.append("diagnostics.every_n_steps must be >= 0 and diagnostics.batch_size >= 1.")
     if t.divergence_factor < 0:
@@ -101,6 +96,27 @@ def _basic_problems(cfg: DictConfig) -> list[str]:
     if cfg.data.source == "sft":
         p += _sft_problems(cfg)
     return p
+
+
+def _cuda_visible() -> bool:
+    """torch.cuda.is_available(), with torch imported only when a GPU run asks: a plain refusal never loads
+    it (issue 27 item 7)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _diagnostic_name_problems(names: list[str]) -> list[str]:
+    """A sentence naming the diagnostics nobody registered. The registry's modules import torch, so it is
+    loaded only for a run that names a diagnostic (none by default)."""
+    if not names:
+        return []
+    from lit_modules.diagnostics import REGISTRY
+
+    unknown = [n for n in names if n not in REGISTRY]
+    if not unknown:
+        return []
+    return [f"Unknown diagnostic(s) {', '.join(unknown)}; known: {', '.join(sorted(REGISTRY)) or 'none'}."]
 
 
 def _sft_problems(cfg: DictConfig) -> list[str]:
@@ -190,9 +206,10 @@ def validated(cfg: DictConfig) -> Validated:
     problems += derive_accumulation(cfg)  # before the budget: it sets trainer.accumulate_grad_batches
     techniques, unbuildable = instantiate_techniques(cfg)
     problems += unbuildable
-    context = TechniqueContext.of(cfg, techniques)
-    for technique in techniques:
-        problems += technique.problems(cfg, context)
+    if techniques:  # the context computes the budget (a meta-device build, torch): only when one asks
+        context = TechniqueContext.of(cfg, techniques)
+        for technique in techniques:
+            problems += technique.problems(cfg, context)
     budget = None
     if not problems:
         budget = compute_budget(cfg)
