@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.runs import all_runs
 from sweeps.ablate import Grid, launch_overrides
 from sweeps.ablate import main as ablate_main
@@ -12,6 +14,7 @@ def _finals(runs_dir: Path) -> dict[tuple[str, str], float]:
     return {(r.data.tags["ablation.arm"], r.data.tags["seed"]): r.data.metrics["val/loss"] for r in finished}
 
 
+@pytest.mark.slow  # 41 s (8 cells): make test-slow; make test still runs a parallel grid (test_optuna_sweep)
 def test_parallel_cells_equal_sequential_cells_exactly(tmp_path: Path) -> None:
     args = ["experiment=smoke", "trainer.max_steps=12", "trainer.num_threads=1", "report=false"]
     assert ablate_main([*args, f"runs_dir={tmp_path / 'seq'}", "workers=1"]) == 0
