@@ -13,9 +13,10 @@ listed values, so an inactive parameter never appears in a trial. Declaration or
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import optuna
+if TYPE_CHECKING:
+    import optuna
 
 TYPES = ("float", "int", "categorical")
 

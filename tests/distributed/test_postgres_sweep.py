@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.helpers.runs import REPO
 from tests.helpers.recorded import places_holding, recorded_texts
-from sweeps.optuna_sweep import PARENT_ATTR
+from sweeps.study_driver import PARENT_ATTR
 from sweeps.optuna_sweep import main as sweep_main
 
 pytestmark = pytest.mark.distributed

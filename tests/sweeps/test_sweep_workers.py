@@ -51,3 +51,21 @@ def test_a_refused_two_worker_sweep_leaves_no_worker_behind(tmp_path, capsys, mo
     code = driver.main(["sweep=lr_wd", "sweep.workers=2", f"sweep.runs_dir={tmp_path}", "optim.lr=-1"])
     assert code == 2 and "error:" in capsys.readouterr().err
     assert len(spawned) == 1 and spawned[0].returncode is not None
+
+
+def test_the_driver_starts_its_workers_before_importing_the_training_stack():
+    """Issue 27 item 5: the second worker's first trial started ~4 s after the first because the driver
+    imported Lightning, MLflow and Optuna (~8 s of CPU) before spawning it. Spawning comes first now."""
+    probe = (
+        "import sys\n"
+        "import sweeps.optuna_sweep as entry\n"
+        "def spy(argv, workers):\n"
+        "    heavy = [m for m in ('torch', 'lightning', 'mlflow', 'optuna', 'sqlalchemy') if m in sys.modules]\n"
+        "    print('workers', workers, 'after', ','.join(heavy) or 'nothing heavy')\n"
+        "    raise SystemExit(0)\n"
+        "entry.spawn_workers = spy\n"
+        "entry.main(['sweep=lr_wd', 'sweep.workers=2'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "workers 2 after nothing heavy"
