@@ -159,8 +159,8 @@ def test_the_headline_stage_runs_unless_the_other_rungs_are_asked_for() -> None:
         order = [b.stage for b in every.blocks]
         assert order == sorted(order, key=["headline", "below", "scale"].index)  # stage order
         assert every.cells() == spec.cells()
-        for stage, rung in (("below", "@x0.25"), ("scale", "@x4")):
-            assert all(a.endswith(rung) for b in spec.in_stages([stage]).blocks for a in b.arms)
+        for stage, rungs in (("below", ("@x0.25", "@x0.5")), ("scale", ("@x4",))):
+            assert all(a.endswith(rungs) for b in spec.in_stages([stage]).blocks for a in b.arms)
     assert not load_spec("wd_plasticity").in_stages(["scale"]).blocks
     with pytest.raises(ConfigError, match="stages= names big; the stages are headline, below, scale"):
         parse_args(["stages=big"])
