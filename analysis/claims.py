@@ -50,8 +50,15 @@ def is_lr_variant(variant: str) -> bool:
     return variant.startswith(LR_VARIANT_PREFIX)
 
 
+def finetune_tuned_arm(arm: str) -> str | None:
+    """The arm a fine-tune tuning base tunes (`tpp20_wd0.5@x0.25@ft_tuning` -> `tpp20_wd0.5@x0.25`: the tuning
+    variant is the last one, after any size variant), or None for any other arm."""
+    tuned, sep, last = str(arm).rpartition(VARIANT_SEP)
+    return tuned if sep and last == FINETUNE_TUNING_VARIANT else None
+
+
 def is_finetune_tuning_base(arm: str) -> bool:
-    return split_arm(arm)[1] == FINETUNE_TUNING_VARIANT
+    return finetune_tuned_arm(arm) is not None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.claims import FINETUNE_TUNING_VARIANT, LR_VARIANT_PREFIX, join_arm, split_arm
+from analysis.claims import (FINETUNE_TUNING_VARIANT, LR_VARIANT_PREFIX, finetune_tuned_arm, is_finetune_tuning_base,
+                             join_arm)
 from analysis.lr_tuning import rate_text
 from lit_modules.runs import tags
 
@@ -39,8 +40,8 @@ def tuning_runs(runs: pd.DataFrame, finetunes: pd.DataFrame) -> pd.DataFrame:
     empty = pd.DataFrame(columns=["arm", "seed", "status", "start_time", "tags.end_reason"])
     if runs.empty or finetunes.empty or not set(BASE_COLUMNS) <= set(runs) or not set(FINETUNE_COLUMNS) <= set(finetunes):
         return empty
-    bases = runs[runs["arm"].map(lambda a: split_arm(str(a))[1] == FINETUNE_TUNING_VARIANT)]
-    of_base = {r["run_id"]: (split_arm(r["arm"])[0], str(r["seed"])) for _, r in bases.iterrows()}
+    bases = runs[runs["arm"].map(is_finetune_tuning_base)]
+    of_base = {r["run_id"]: (finetune_tuned_arm(r["arm"]), str(r["seed"])) for _, r in bases.iterrows()}
     rows = []
     for _, ft in finetunes.iterrows():
         base = of_base.get(ft[f"tags.{tags.FINETUNE_BASE}"])

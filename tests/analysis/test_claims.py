@@ -4,7 +4,7 @@
 import pytest
 from omegaconf import OmegaConf
 
-from analysis.claims import CLAIMS, _check_from_data, claim_for
+from analysis.claims import CLAIMS, _check_from_data, claim_for, finetune_tuned_arm, is_finetune_tuning_base
 from analysis.scale import Scale
 from analysis.stats import compare_paired
 from analysis.verdict import (
@@ -75,3 +75,11 @@ def test_every_arm_a_claim_names_exists_in_its_preset(preset):
     assert named <= arms, f"the claim names arms the preset lacks: {sorted(named - arms)}"
     baseline = str(OmegaConf.load(CONF / "experiment" / f"{preset}.yaml").ablation.baseline)
     assert baseline in arms
+
+
+def test_a_finetune_tuning_base_is_named_by_its_last_variant_after_any_size_variant():
+    assert finetune_tuned_arm("tpp20_wd0.5@ft_tuning") == "tpp20_wd0.5"
+    assert finetune_tuned_arm("tpp20_wd0.5@x0.25@ft_tuning") == "tpp20_wd0.5@x0.25"
+    assert not is_finetune_tuning_base("tpp20_wd0.5@x0.25")
+    assert not is_finetune_tuning_base("tpp20_wd0.5@ft_tuning@x0.25")  # a tuning base's variant comes last
+    assert not is_finetune_tuning_base("ft_tuning")

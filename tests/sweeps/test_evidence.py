@@ -151,7 +151,7 @@ def test_the_headline_stage_runs_unless_the_other_rungs_are_asked_for() -> None:
     rest on; STAGES adds the others, run in rung order whatever order they are named in."""
     assert parse_args([]).stages == ["headline"]
     assert parse_args(["STAGES=scale,headline"]).stages == ["scale", "headline"]
-    for paper in ["mols", "pc_layer", "small_init", "wisca"]:
+    for paper in ["mols", "pc_layer", "small_init", "wisca", "wd_plasticity"]:
         spec = load_spec(paper)
         headline = spec.in_stages(["headline"])
         every = spec.in_stages(["scale", "below", "headline"])

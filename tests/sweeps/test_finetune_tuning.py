@@ -54,13 +54,14 @@ def test_the_declared_finetune_grid_is_in_the_provenance_hash_and_absent_where_u
 
 
 def test_each_arm_gets_the_rate_with_the_lowest_mean_target_loss_over_its_tuning_bases() -> None:
-    """Known answer: base `a` is best at 1e-3 on average (seed 100 alone would pick 3e-4), `b` at 3e-4; a test
-    base's fine-tune and a failed fine-tune are no tuning cells."""
+    """Known answer: base `a` is best at 1e-3 on average (seed 100 alone would pick 3e-4), `b@x0.25` (an arm of
+    another rung: its tuning base is `b@x0.25@ft_tuning`) at 3e-4; a test base's fine-tune and a failed
+    fine-tune are no tuning cells."""
     runs = pd.DataFrame([
         {"run_id": "a100", "arm": tuning_base_arm("a"), "seed": "100"},
         {"run_id": "a101", "arm": tuning_base_arm("a"), "seed": "101"},
-        {"run_id": "b100", "arm": tuning_base_arm("b"), "seed": "100"},
-        {"run_id": "b101", "arm": tuning_base_arm("b"), "seed": "101"},
+        {"run_id": "b100", "arm": tuning_base_arm("b@x0.25"), "seed": "100"},
+        {"run_id": "b101", "arm": tuning_base_arm("b@x0.25"), "seed": "101"},
         {"run_id": "a0", "arm": "a", "seed": "0"},
     ])
     after = {("a100", 3e-4): 2.00, ("a100", 1e-3): 2.01, ("a101", 3e-4): 2.20, ("a101", 1e-3): 2.05,
@@ -73,11 +74,11 @@ def test_each_arm_gets_the_rate_with_the_lowest_mean_target_loss_over_its_tuning
                              + [{"tags.finetune.base_run_id": "b101", "status": "FAILED", "start_time": 99,
                                  "params.optim.lr": "0.001", "tags.end_reason": "KeyboardInterrupt",
                                  "metrics.finetune/target_loss_after": float("nan")}])
-    tuning = LrTuning(("a", "b"), (3e-4, 1e-3), (100, 101), "finetune/target_loss_after", "finetune.lr")
+    tuning = LrTuning(("a", "b@x0.25"), (3e-4, 1e-3), (100, 101), "finetune/target_loss_after", "finetune.lr")
     frame = tuning_runs(runs, finetunes)
-    assert sorted(frame["arm"].unique()) == ["a@lr1e-3", "a@lr3e-4", "b@lr1e-3", "b@lr3e-4"]
+    assert sorted(frame["arm"].unique()) == ["a@lr1e-3", "a@lr3e-4", "b@x0.25@lr1e-3", "b@x0.25@lr3e-4"]
     table = tuning_table(tuning, frame)
-    assert chosen_rates(table) == {"a": 1e-3, "b": 3e-4}
+    assert chosen_rates(table) == {"a": 1e-3, "b@x0.25": 3e-4}
     a = table[table["arm"] == "a"].set_index("rate")["final_loss"]
     assert a[3e-4] == pytest.approx(2.10) and a[1e-3] == pytest.approx(2.03)
 
@@ -89,9 +90,10 @@ def test_a_tuning_base_is_in_the_grid_but_in_no_comparison() -> None:
                           "end_time": pd.Timestamp(i), "tags.ablation.arm": arm, "tags.seed": seed,
                           "params.ablation.baseline": "baseline"}
                          for i, (arm, seed) in enumerate([("baseline", "0"), ("no_decay", "0"),
-                                                          ("baseline@ft_tuning", "100")])])
+                                                          ("baseline@ft_tuning", "100"), ("baseline@x0.25", "0"),
+                                                          ("baseline@x0.25@ft_tuning", "100")])])
     ab = assemble(ParentRecord("p", "FINISHED", "smoke"), runs, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), [])
-    assert ab.arms == ["baseline", "no_decay"]
+    assert ab.arms == ["baseline", "no_decay", "baseline@x0.25"]
     assert "baseline@ft_tuning" in set(ab.finished["arm"])  # still read by the fine-tune rate table
 
 
