@@ -6,7 +6,7 @@ For every paper (conf/evidence/<paper>.yaml, its headline cells: arms x seeds, a
 cells: grid x tuning seeds; a fine-tune rate grid's bases: one per tuning seed) and every GPU recipe (conf/recipe/<size>.yaml), each arm is composed as `make evidence` composes its cells
 (experiment=<preset> +arm=<preset>/<arm>) with recipe=<size> and the node on top, validated and planned
 (lit_modules/plan); a cell costs its plan's GPU-hours, an arm that many times its seeds. The below and scale
-stages are left out: their 0.25x and 4x rungs are CPU models, and at GPU scale the recipe sizes are the ladder. Nothing is trained,
+stages are left out: their rungs (0.25x, 0.5x, 4x) are CPU models, and at GPU scale the recipe sizes are the ladder. Nothing is trained,
 no store is touched. Prints two markdown tables: each recipe's plan, and each protocol's GPU-hours.
 """
 
