@@ -28,6 +28,9 @@ import pandas as pd
 
 from analysis.ablation import better_direction
 from analysis.claims import LR_VARIANT_PREFIX, VARIANT_SEP
+from lit_modules.config.resolvers import rate_text  # the LR variants' spelling, shared with the run configs
+
+__all__ = ["COLUMNS", "DIVERGED_REASON", "LrTuning", "chosen_rates", "rate_text", "tuning_cells", "tuning_table"]
 
 DIVERGED_REASON = "DivergenceError"  # how the divergence guard's FAILED runs begin their end reason
 COLUMNS = ("arm", "rate", "cell_arm", "metric", "tuning_seeds", "n", "final_loss", "per_seed", "chosen", "note")
@@ -48,6 +51,10 @@ class LrTuning:
     def cell_arm(self, arm: str, rate: float) -> str:
         return f"{arm}{VARIANT_SEP}{LR_VARIANT_PREFIX}{rate_text(rate)}"
 
+    def cell_arm_interpolation(self, arm: str) -> str:
+        """`cell_arm` as a run config's interpolation of its own rate (the rate_text resolver spells it alike)."""
+        return f"{arm}{VARIANT_SEP}{LR_VARIANT_PREFIX}${{rate_text:${{{self.key}}}}}"
+
     def record(self) -> dict:
         """The declaration as provenance.json keeps it (and hashes it)."""
         return {"arms": list(self.arms), "grid": list(self.grid), "tuning_seeds": list(self.tuning_seeds),
@@ -58,12 +65,6 @@ class LrTuning:
         return cls(tuple(record["arms"]), tuple(float(r) for r in record["grid"]),
                    tuple(int(s) for s in record["tuning_seeds"]), str(record.get("metric", "val/loss")),
                    str(record.get("key", "optim.lr")))
-
-
-def rate_text(rate: float) -> str:
-    """A rate as the LR variants spell it: 0.0015 -> '1.5e-3', 0.003 -> '3e-3', 0.012 -> '1.2e-2'."""
-    mantissa, exponent = f"{rate:.6e}".split("e")
-    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
 def _cell_state(runs: pd.DataFrame, arm: str, seed: int, metric: str) -> tuple[str, float]:

@@ -67,6 +67,7 @@ def _in_multirun() -> bool:
 @hydra.main(config_path=str(files.CONF_DIR), config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float | None:
     quiet_libraries()  # also in a launcher's worker process (local_parallel), which never ran main()
+    register_schema()  # and its resolvers, which the job's config may use (a grid's `ablation.arm`)
     return _run_and_report(cfg, _cli_overrides(), multirun=_in_multirun())
 
 

@@ -8,6 +8,10 @@ per cell) with cores / workers threads each (`trainer.num_threads`, unless the p
 sets it). A cell's losses depend on its thread count, never on how many cells run beside it, so the same
 cells with the same `trainer.num_threads` give the same results sequentially (`workers=1`) and in parallel.
 
+A run override that lists several values (`optim.lr=3e-3,6e-3`) multiplies the grid as in Hydra's multirun:
+every arm x seed x value is a cell. Each cell needs its own arm name, so such a grid names its cells by the
+value, e.g. `ablation.arm='baseline@lr${rate_text:${optim.lr}}'` (lit_modules/config/resolvers.py).
+
 Cells whose config hash already FINISHED under the parent are skipped, so an interrupted grid is
 finished by running the same command again. `arms=` keeps only some of the preset's arms (their short
 names) and `seeds=` replaces its seed list, e.g. to add seeds to a finished grid: the new cells join the
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 from lit_modules.quiet import DRIVER_PRINTS_ENV, quiet_libraries  # first: before tqdm is imported
 
+import itertools
 import os
 import shutil
 import sys
@@ -31,7 +36,7 @@ from omegaconf import OmegaConf
 
 from lit_modules.config import files
 from lit_modules.config.arguments import FLAG, HYDRA, INTS, NAMES, OPTIONAL_TEXT, POSITIVE_INT, Arg, Verb, parse_words
-from lit_modules.config.composition import COMPOSITION_ERRORS, compose_run_config
+from lit_modules.config.composition import COMPOSITION_ERRORS, compose_run_config, sweep_forms
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.validate import validate
 from lit_modules.process_group import Stopped, run_as_group
@@ -57,6 +62,10 @@ class Grid:
     only_seeds: list[str] = field(default_factory=list)  # from `seeds=`
     overrides: list[str] = field(default_factory=list)
     runs_dir: str = "runs"
+    cell_arms: list[str] = field(default_factory=list)  # each cell's ablation.arm per seed (validate_cells)
+
+    def cells(self) -> int:
+        return len(self.cell_arms or self.arms) * len(self.seeds)
 
 
 VERB = Verb(
@@ -116,26 +125,37 @@ def read_grid(grid: Grid) -> None:
 
 
 def validate_cells(grid: Grid) -> str:
-    """Every arm must compose and validate before anything runs; returns the MLflow experiment name."""
-    name = ""
+    """Every arm, at every value of a swept override, must compose and validate before anything runs, and
+    each of them name a cell of its own (grid.cell_arms); returns the MLflow experiment name."""
+    fixed, swept = sweep_forms(grid.overrides)
+    name, cell_of = "", {}
     for arm in grid.arms:
-        cfg = validate(compose_run_config([f"experiment={grid.experiment}", f"+arm={arm}", *grid.overrides]))
-        name = cfg.logger.experiment
-        if not cfg.ablation.arm:
-            raise ConfigError(f"The arm file conf/arm/{arm}.yaml does not set ablation.arm.")
+        for values in itertools.product(*swept):
+            cfg = validate(compose_run_config([f"experiment={grid.experiment}", f"+arm={arm}", *fixed, *values]))
+            name = cfg.logger.experiment
+            if not cfg.ablation.arm:
+                raise ConfigError(f"The arm file conf/arm/{arm}.yaml does not set ablation.arm.")
+            cell = " ".join([arm.rsplit("/", 1)[-1], *values])
+            if cfg.ablation.arm in cell_of:
+                raise ConfigError(f"{cell_of[cfg.ablation.arm]} and {cell} would both be the cell `{cfg.ablation.arm}`; "
+                                  "name each cell by its swept value, e.g. "
+                                  "ablation.arm='<arm>@lr${rate_text:${optim.lr}}'.")
+            cell_of[cfg.ablation.arm] = cell
+    grid.cell_arms = list(cell_of)
     return name
 
 
 def _first_cell(grid: Grid):
     """The first cell's composed config: its trainer.num_threads (None: torch's default) and accelerator."""
-    return compose_run_config([f"experiment={grid.experiment}", f"+arm={grid.arms[0]}", *grid.overrides])
+    fixed, swept = sweep_forms(grid.overrides)
+    return compose_run_config([f"experiment={grid.experiment}", f"+arm={grid.arms[0]}", *fixed, *(v[0] for v in swept)])
 
 
 def launch_overrides(grid: Grid, threads: int | None, gpu_cells: bool = False) -> list[str]:
     """Hydra launcher overrides: an explicit launcher as given; else local worker processes x threads.
     GPU cells (e.g. recipe=<size>) run one after another unless workers= says: each wants its GPUs to itself."""
     cores = os.cpu_count() or 1
-    cells = len(grid.arms) * len(grid.seeds)
+    cells = grid.cells()
     if gpu_cells and not grid.workers and not grid.launcher:
         return []
     if grid.launcher == "submitit_local":  # every cell at once on this machine, sharing its cores
@@ -183,7 +203,7 @@ CELL_STOP_GRACE_S = 30.0  # for stopped cells to end their MLflow runs before wh
 
 def finished_cells(client: MlflowClient, parent: str, grid: Grid) -> int:
     """How many of the grid's (arm, seed) cells already FINISHED under the parent (a rerun skips them)."""
-    wanted = {(arm.rsplit("/", 1)[-1], seed) for arm in grid.arms for seed in grid.seeds}
+    wanted = {(arm, seed) for arm in grid.cell_arms for seed in grid.seeds}
     experiment_id = client.get_run(parent).info.experiment_id
     done = client.search_runs([experiment_id], filter_string=f"{children_filter(parent)} and attributes.status = 'FINISHED'",
                               max_results=10_000)
@@ -207,8 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     client = open_client(tracking_uri(None, grid.runs_dir))
     parent = open_parent(client, grid, experiment_name)
-    cells = len(grid.arms) * len(grid.seeds)
-    print(f"ablation '{grid.experiment}': {len(grid.arms)} arms x {len(grid.seeds)} seeds = {cells} cells; parent run {parent}")
+    cells = grid.cells()
+    values = f" x {cells // (len(grid.arms) * len(grid.seeds))} swept values" if cells > len(grid.arms) * len(grid.seeds) else ""
+    print(f"ablation '{grid.experiment}': {len(grid.arms)} arms x {len(grid.seeds)} seeds{values} = {cells} cells; "
+          f"parent run {parent}")
     command = [sys.executable, "-m", "lit_modules.train", "-m", f"experiment={grid.experiment}",
                f"parent_run_id={parent}", *grid.overrides]
     if grid.only_arms:

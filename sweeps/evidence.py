@@ -259,8 +259,8 @@ def run_stage(spec: EvidenceSpec, stage: str, args: EvidenceArgs, ablate, chosen
     a tuned arm's at its own rate; (a stop code or 0, failures)."""
     tunings, failed = spec.stage_tunings(stage), 0
     if tunings:
-        def run_cells(tuning: LrTuning, arm: str, rate: float, seeds: tuple[int, ...]) -> int:
-            return ablate(block_argv(spec, Block((arm,), seeds), args) + lr_tuning.tuning_overrides(tuning, arm, rate))
+        def run_cells(tuning: LrTuning, arm: str, rates: tuple[float, ...], seeds: tuple[int, ...]) -> int:
+            return ablate(block_argv(spec, Block((arm,), seeds), args) + lr_tuning.tuning_overrides(tuning, arm, rates))
 
         code, picked, undecided = lr_tuning.tune(spec.paper, tunings, args.runs_dir, spec.preset, run_cells)
         if code:

@@ -9,7 +9,8 @@
 
 Before the test cells of a stage, every tuned arm of that stage runs at every rate on the tuning seeds as the
 cell `<arm>@lr<rate>` (an LR variant of the arm: `<key>=<rate> ablation.arm=<arm>@lr<rate>` over the arm's
-own file). A tuning cell that finished, or that diverged (the same seed diverges again), is not run again, so
+own file); an arm's rates run as one launch (`<key>=<r1>,<r2>`, each cell named by its own rate), so the
+launch's fixed cost is paid once per arm rather than once per rate. A tuning cell that finished, or that diverged (the same seed diverges again), is not run again, so
 an interrupted protocol resumes here as everywhere. Each arm's rate is then read from the store by
 analysis/lr_tuning.py's rule and its test cells run at it (`<key>=<rate>`, for that arm's cells only); an
 arm whose grid is not complete runs no test cell and the protocol ends failed, saying which cells are missing.
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 RATE_KEYS = ("optim.lr", "optim.muon_lr")  # the config fields a grid may tune
 KEYS = ("arms", "grid", "tuning_seeds", "metric", "key")
-RunCells = Callable[[LrTuning, str, float, tuple[int, ...]], int]  # (grid, arm, rate, seeds) -> ablate's exit code
+RunCells = Callable[[LrTuning, str, tuple[float, ...], tuple[int, ...]], int]  # (grid, arm, rates, seeds) -> exit code
 
 
 def parse_lr_tuning(node: object, where: str, blocks: tuple[Block, ...]) -> tuple[LrTuning, ...]:
@@ -117,7 +118,7 @@ def check_cells(tunings: tuple[LrTuning, ...], where: str, overrides: list[str],
     for tuning in tunings:
         for arm in tuning.arms:
             for rate in tuning.grid:
-                grid = parse_args(argv_of((arm,), tuning.tuning_seeds) + tuning_overrides(tuning, arm, rate))
+                grid = parse_args(argv_of((arm,), tuning.tuning_seeds) + tuning_overrides(tuning, arm, (rate,)))
                 read_grid(grid)
                 validate_cells(grid)
             if tuning.key == "optim.muon_lr":
@@ -127,9 +128,24 @@ def check_cells(tunings: tuple[LrTuning, ...], where: str, overrides: list[str],
                                       f"{cfg.optim.name}, not Muon: that grid would tune nothing.")
 
 
-def tuning_overrides(tuning: LrTuning, arm: str, rate: float) -> list[str]:
-    """The run overrides that make `arm`'s cells the tuning cells at `rate`."""
-    return [f"{tuning.key}={rate!r}", f"ablation.arm={tuning.cell_arm(arm, rate)}"]
+def tuning_overrides(tuning: LrTuning, arm: str, rates: tuple[float, ...]) -> list[str]:
+    """The run overrides that make `arm`'s cells the tuning cells at `rates` (several: a swept override, each
+    cell named `<arm>@lr<its rate>` by the rate_text resolver, exactly as one rate's cell is named)."""
+    return [f"{tuning.key}={','.join(map(repr, rates))}", f"ablation.arm='{tuning.cell_arm_interpolation(arm)}'"]
+
+
+def launches(todo: pd.DataFrame) -> list[tuple[str, tuple[float, ...], tuple[int, ...]]]:
+    """The tuning cells still to run (arm, rate, seed rows) as launches (arm, rates, seeds): one per arm when
+    its cells are every rate x seed of it, else one per rate (a resumed grid reruns no finished cell)."""
+    calls = []
+    for arm, rows in todo.groupby("arm", sort=False):
+        rates, seeds = tuple(dict.fromkeys(rows["rate"])), tuple(dict.fromkeys(int(s) for s in rows["seed"]))
+        if len(rows) == len(rates) * len(seeds):
+            calls.append((arm, rates, seeds))
+        else:
+            calls += [(arm, (rate,), tuple(int(s) for s in group["seed"]))
+                      for rate, group in rows.groupby("rate", sort=False)]
+    return calls
 
 
 def store_runs(runs_dir: str, preset: str) -> pd.DataFrame:
@@ -165,8 +181,8 @@ def tune(paper: str, tunings: list[LrTuning], runs_dir: str, preset: str,
         print(f"[{paper}] lr tuning {', '.join(tuning.arms)} over {', '.join(map(rate_text, sorted(tuning.grid)))} "
               f"on seeds {', '.join(map(str, tuning.tuning_seeds))}: {len(todo)} of {len(cells)} tuning cells to run",
               flush=True)
-        for (arm, rate), rows in todo.groupby(["arm", "rate"], sort=False):
-            code = run_cells(tuning, arm, rate, tuple(int(s) for s in rows["seed"]))
+        for arm, rates, seeds in launches(todo):
+            code = run_cells(tuning, arm, rates, seeds)
             if code == 2 or code > 128:  # refused, or stopped by a signal; a failed cell is judged below
                 return code, {}, []
     chosen, undecided = {}, []

@@ -66,6 +66,30 @@ def compose_multirun(overrides: Iterable[str]) -> list[DictConfig]:
         raise ConfigError(composition_error_sentence(err)) from err
 
 
+def sweep_forms(overrides: Iterable[str]) -> tuple[list[str], list[list[str]]]:
+    """(the overrides with one value, and for each override that lists several its one-value forms):
+    `optim.lr=1e-3,3e-3` -> ['optim.lr=1e-3', 'optim.lr=3e-3'], in the order Hydra's basic sweeper runs them.
+    Only discrete sweeps (a,b / choice / range) expand; an interval is a search space, not a grid (ConfigError)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    overrides = list(overrides)
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except COMPOSITION_ERRORS as err:
+        raise ConfigError(composition_error_sentence(err)) from err
+    fixed, swept = [], []
+    for text, override in zip(overrides, parsed):
+        if not override.is_sweep_override():
+            fixed.append(text)
+        elif override.is_interval_sweep():
+            raise ConfigError(f"{text} is an interval, a search space for an Optuna sweep (make sweep); a grid lists "
+                              "its values (key=a,b).")
+        else:
+            key = text[:len(text) - len(text.lstrip("+~"))] + override.get_key_element()
+            swept.append([f"{key}={value}" for value in override.sweep_string_iterator()])
+    return fixed, swept
+
+
 def composition_error_sentence(err: BaseException) -> str:
     """One sentence for a Hydra or OmegaConf composition error, naming the key or option and what is allowed."""
     if isinstance(err, MissingConfigException) and err.missing_cfg_file:

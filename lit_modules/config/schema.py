@@ -142,5 +142,8 @@ class Config:
 
 
 def register_schema() -> None:
-    """Make the schema available to `conf/config.yaml` as the first defaults entry."""
+    """Make the schema available to `conf/config.yaml` as the first defaults entry, and its resolvers."""
+    from lit_modules.config.resolvers import register_resolvers
+
     ConfigStore.instance().store(name="config_schema", node=Config)
+    register_resolvers()

@@ -76,6 +76,20 @@ def test_tuned_arms_run_alone_at_their_own_rate_and_an_arm_without_one_not_at_al
     assert block_calls(block, {}, {}) == [(("a", "b", "c"), [])]
 
 
+def test_an_arms_tuning_cells_are_one_launch_unless_a_resume_left_only_some_of_them() -> None:
+    from analysis.lr_tuning import LrTuning
+    from sweeps.lr_tuning import launches, tuning_overrides
+
+    todo = pd.DataFrame([{"arm": arm, "rate": rate, "seed": seed} for arm in ("a", "b") for rate in (1e-3, 3e-3)
+                         for seed in (100, 101)])
+    assert launches(todo) == [("a", (1e-3, 3e-3), (100, 101)), ("b", (1e-3, 3e-3), (100, 101))]
+    partial = todo.drop(index=[0])  # a@1e-3 on seed 100 finished before the stop: the rest of a, by rate
+    assert launches(partial) == [("a", (1e-3,), (101,)), ("a", (3e-3,), (100, 101)), ("b", (1e-3, 3e-3), (100, 101))]
+    muon = LrTuning(("m",), (5e-3, 1e-2), (100,), key="optim.muon_lr")
+    assert tuning_overrides(muon, "m@x0.5", (5e-3, 1e-2)) == [
+        "optim.muon_lr=0.005,0.01", "ablation.arm='m@x0.5@lr${rate_text:${optim.muon_lr}}'"]
+
+
 def test_a_stage_keeps_only_its_own_grids(protocol) -> None:
     spec = load_spec(protocol(BLOCKS + "  - {arms: [baseline@x4], seeds: [0], stage: scale}\n" + TUNED))
     assert spec.in_stages(["scale"]).lr_tuning == () and spec.in_stages(["headline"]).lr_tuning == spec.lr_tuning
@@ -83,7 +97,7 @@ def test_a_stage_keeps_only_its_own_grids(protocol) -> None:
     assert spec.cells_to_tune() == 8 and "no_decay@lr3e-3" in spec.tuning_cells()
 
 
-@pytest.mark.slow  # ~80 s on 2 cores: 4 tuning cells and 2 test cells in 6 ablation calls, twice
+@pytest.mark.slow  # ~70 s on 2 cores: 4 tuning cells and 2 test cells in 4 ablation calls, twice
 def test_a_protocol_tunes_each_arms_rate_on_its_tuning_seed_and_tests_at_it(tmp_path: Path, monkeypatch) -> None:
     from analysis.provenance import read_provenance
     from analysis.results_data import read_results_data
