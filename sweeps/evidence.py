@@ -354,7 +354,12 @@ def main(argv: list[str] | None = None) -> int:
         if not spec.blocks:
             print(f"[{spec.paper}] has no cells in stage(s) {', '.join(args.stages)}; skipped", flush=True)
             continue
-        code = run_paper(spec, args, command)
+        try:
+            code = run_paper(spec, args, command)
+        except KeyboardInterrupt:  # in a fine-tune stage (an ablation's stop comes back as 128 + signal)
+            print(f"[{spec.paper}] stopped by SIGINT: the same command resumes (finished work is skipped)",
+                  file=sys.stderr)
+            return 130
         if code == 2 or code > 128:
             return code
         codes.append(code)

@@ -108,9 +108,13 @@ def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int, recipe_
 
 def each_in_workers(job: Callable, items: list, workers: int, what: str) -> int:
     """`job(item)` for every item (a run id, or a tuple whose first entry is one) in spawned worker processes,
-    each finished one's line printed; the failures, counted (one failing run must not stop the others)."""
+    each finished one's line printed; the failures, counted (one failing run must not stop the others).
+    Interrupted (Ctrl-C, SIGINT), no further item starts, the running ones end, and KeyboardInterrupt goes on up
+    (the driver records its time and stops; the same command resumes): a pool left to itself would run every
+    queued item before the stop took effect."""
     failed = 0
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+    try:
         futures = {pool.submit(job, item): item for item in items}
         for future in as_completed(futures):
             try:
@@ -120,6 +124,11 @@ def each_in_workers(job: Callable, items: list, workers: int, what: str) -> int:
                 print(f"  {what} {item[0] if isinstance(item, tuple) else item} failed: {type(err).__name__}: {err}",
                       file=sys.stderr)
                 failed += 1
+    except KeyboardInterrupt:
+        print(f"stopping: no further {what.split()[0]} starts; the running ones end first", file=sys.stderr, flush=True)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return failed
 
 
