@@ -12,7 +12,8 @@ A run override that lists several values (`optim.lr=3e-3,6e-3`) multiplies the g
 every arm x seed x value is a cell. Each cell needs its own arm name, so such a grid names its cells by the
 value, e.g. `ablation.arm='baseline@lr${rate_text:${optim.lr}}'` (lit_modules/config/resolvers.py).
 
-Cells whose config hash already FINISHED under the parent are skipped, so an interrupted grid is
+Cells whose config hash already FINISHED under the parent are skipped (a grid whose every cell finished
+launches nothing), so an interrupted grid is
 finished by running the same command again. `arms=` keeps only some of the preset's arms (their short
 names) and `seeds=` replaces its seed list, e.g. to add seeds to a finished grid: the new cells join the
 same parent and the report counts every finished seed. The grid ends with a report (analysis.report).
@@ -63,6 +64,8 @@ class Grid:
     overrides: list[str] = field(default_factory=list)
     runs_dir: str = "runs"
     cell_arms: list[str] = field(default_factory=list)  # each cell's ablation.arm per seed (validate_cells)
+    cell_hashes: set[str] = field(default_factory=set)  # every cell's config hash, what a finished cell is found by
+    skip_finished: bool = True  # ablation.skip_finished of every cell: a finished cell is not run again
 
     def cells(self) -> int:
         return len(self.cell_arms or self.arms) * len(self.seeds)
@@ -141,8 +144,19 @@ def validate_cells(grid: Grid) -> str:
                                   "name each cell by its swept value, e.g. "
                                   "ablation.arm='<arm>@lr${rate_text:${optim.lr}}'.")
             cell_of[cfg.ablation.arm] = cell
+            grid.cell_hashes |= {_config_hash(cfg, seed) for seed in grid.seeds}
+            grid.skip_finished = grid.skip_finished and bool(cfg.ablation.skip_finished)
     grid.cell_arms = list(cell_of)
     return name
+
+
+def _config_hash(cfg, seed: str) -> str:
+    """The config hash the cell of this validated config and seed records (lit_modules/training_run.py)."""
+    from lit_modules.config.identity import identity_of
+    from lit_modules.tracking.repro import config_hash
+
+    cfg.seed = int(seed)
+    return config_hash(identity_of(OmegaConf.to_container(cfg, resolve=True)))
 
 
 def _first_cell(grid: Grid):
@@ -202,12 +216,13 @@ CELL_STOP_GRACE_S = 30.0  # for stopped cells to end their MLflow runs before wh
 
 
 def finished_cells(client: MlflowClient, parent: str, grid: Grid) -> int:
-    """How many of the grid's (arm, seed) cells already FINISHED under the parent (a rerun skips them)."""
-    wanted = {(arm, seed) for arm in grid.cell_arms for seed in grid.seeds}
+    """How many of the grid's cells already FINISHED under the parent, by config hash (a rerun skips them)."""
+    if not grid.skip_finished:
+        return 0
     experiment_id = client.get_run(parent).info.experiment_id
     done = client.search_runs([experiment_id], filter_string=f"{children_filter(parent)} and attributes.status = 'FINISHED'",
                               max_results=10_000)
-    return len(wanted & {(r.data.tags.get(tags.ABLATION_ARM), r.data.tags.get(tags.SEED)) for r in done})
+    return len(grid.cell_hashes & {r.data.tags.get(tags.CONFIG_HASH) for r in done})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,13 +258,17 @@ def main(argv: list[str] | None = None) -> int:
     to_run = cells - finished_cells(client, parent, grid)
     if to_run < cells:
         print(f"{cells - to_run} of {cells} cells already finished under this parent; {to_run} to run")
+    code = 0
     try:
-        # Its own process group: stopping the driver (Ctrl-C, SIGTERM) stops every cell and worker process.
-        with CellWatcher(client, parent, to_run):  # one line per cell as it ends
-            # Cells in this terminal leave their line to the watcher; cells of a job launcher (submitit,
-            # SLURM) print it into their own log, which is the only record a cell's job has.
-            quiet_cells = {} if grid.launcher in JOB_LAUNCHERS else {DRIVER_PRINTS_ENV: "1"}
-            code = run_as_group(command, env={**os.environ, **quiet_cells}, grace_s=CELL_STOP_GRACE_S)
+        if to_run == 0:  # a resumed protocol's finished launch: no multirun (~20 s of start-up) to skip them
+            print(f"all {cells} cells already finished under this parent: nothing to launch")
+        else:
+            # Its own process group: stopping the driver (Ctrl-C, SIGTERM) stops every cell and worker process.
+            with CellWatcher(client, parent, to_run):  # one line per cell as it ends
+                # Cells in this terminal leave their line to the watcher; cells of a job launcher (submitit,
+                # SLURM) print it into their own log, which is the only record a cell's job has.
+                quiet_cells = {} if grid.launcher in JOB_LAUNCHERS else {DRIVER_PRINTS_ENV: "1"}
+                code = run_as_group(command, env={**os.environ, **quiet_cells}, grace_s=CELL_STOP_GRACE_S)
         # Hydra's multirun goes on past a failed cell and exits 0: the cells' own statuses say what happened.
         failed = unfinished_cells(client, parent, started_ms)
         status = "FINISHED" if code == 0 and not failed else "FAILED"

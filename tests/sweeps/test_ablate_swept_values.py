@@ -28,10 +28,14 @@ def test_each_swept_value_is_a_cell_named_by_it_and_a_rerun_runs_none_again(runs
     assert len({c.data.tags["config_hash"] for c in cells}) == 2
     # The single-value form of one of those cells is the same cell (same name, same config hash): skipped.
     assert ablate_main([*args[:-2], "optim.lr=3e-3", "ablation.arm=baseline@lr3e-3"]) == 0
-    assert "1 of 1 cells already finished" in capsys.readouterr().out
+    assert "all 1 cells already finished under this parent: nothing to launch" in capsys.readouterr().out
     assert ablate_main(args) == 0
-    assert "2 of 2 cells already finished" in capsys.readouterr().out
-    assert len([r for r in all_runs(runs_dir) if r.data.tags.get("ablation.arm")]) == 2
+    assert "all 2 cells already finished under this parent: nothing to launch" in capsys.readouterr().out
+    # One more value: the finished cells are counted and the grid is launched for the new one.
+    assert ablate_main([*args[:-2], "optim.lr=1e-3,3e-3,1e-2", NAMED_BY_RATE]) == 0
+    assert "2 of 3 cells already finished under this parent; 1 to run" in capsys.readouterr().out
+    cells = [r for r in all_runs(runs_dir) if r.data.tags.get("ablation.arm")]
+    assert sorted(c.data.tags["ablation.arm"] for c in cells) == ["baseline@lr1e-2", "baseline@lr1e-3", "baseline@lr3e-3"]
 
 
 @pytest.mark.parametrize("extra, sentence", [
