@@ -53,3 +53,18 @@ def tuning_runs(runs: pd.DataFrame, finetunes: pd.DataFrame) -> pd.DataFrame:
                      "tags.end_reason": ft.get("tags.end_reason", ""),
                      **{c: ft[c] for c in finetunes.columns if str(c).startswith("metrics.")}})
     return pd.DataFrame(rows) if rows else empty
+
+
+def at_chosen_rates(finetunes: pd.DataFrame, runs: pd.DataFrame, chosen: dict[str, float] | None) -> pd.DataFrame:
+    """The fine-tunes a comparison reads: of a test base whose arm had its fine-tune rate chosen (`chosen`, the
+    provenance's finetune_lr_tuning_chosen), only those at that rate. A protocol stopped and resumed with a
+    wider grid keeps its earlier test fine-tunes at a rate no longer chosen; averaged in, they would mix two
+    rates into one base's value. Tuning bases' fine-tunes, and any base of an arm without a choice, stay."""
+    base_col = f"tags.{tags.FINETUNE_BASE}"
+    if not chosen or finetunes.empty or base_col not in finetunes or "params.optim.lr" not in finetunes:
+        return finetunes
+    arm_of = dict(zip(runs["run_id"], runs["arm"]))
+    rate = pd.to_numeric(finetunes["params.optim.lr"], errors="coerce")
+    wanted = finetunes[base_col].map(lambda b: chosen.get(arm_of.get(b, ""), float("nan")))
+    off_rate = wanted.notna() & ~((rate - wanted).abs() <= 1e-9 * wanted.abs())
+    return finetunes[~off_rate]

@@ -93,7 +93,11 @@ def _arm_line(ab: Ablation, arm: str, key: str, chosen: float | None, recorded) 
         line = f"`{arm}`: {rate_text(chosen)}"
     line += f"; its test runs (seeds {seeds}) ran at {', '.join(rate_text(r) for r in ran) or 'no recorded rate'}"
     if chosen is not None and ran and any(not math.isclose(r, chosen, rel_tol=1e-9) for r in ran):
-        line += " **(not the chosen rate)**"
+        read = recorded is not None and math.isclose(float(recorded), chosen, rel_tol=1e-9)  # at_chosen_rates filters
+        if key == FINETUNE_RATE_KEY and read and any(math.isclose(r, chosen, rel_tol=1e-9) for r in ran):
+            line += f" (the comparisons read only the fine-tunes at {rate_text(chosen)})"
+        else:
+            line += " **(not the chosen rate)**"
     if recorded is not None and (chosen is None or not math.isclose(float(recorded), chosen, rel_tol=1e-9)):
         line += f" **(the driver chose {rate_text(float(recorded))} when the cells ran)**"
     return line + "."
