@@ -116,17 +116,20 @@ def _claim_section(claim: Claim) -> Section:
 
 def _measured_section(ab: Ablation, claim: Claim) -> Section:
     f = ab.finished
-    tokens = ab.total_tokens()
     body = []
     if f.empty:
         return Section("What this run measured", ["_No child run finished: nothing to measure._",
                                                   "", _status_counts(ab)])
-    model = first_value(f, "params.model.name")
-    params = numeric(f.get("params.budget.params_non_embedding", pd.Series(dtype=float))).median()
-    steps = numeric(f.get("params.budget.steps", pd.Series(dtype=float))).median()
+    base = f[f["arm"] == ab.baseline]
+    of = f"the baseline arm `{ab.baseline}`" if len(ab.variants()) > 1 and not base.empty else "the finished runs"
+    src = base if len(ab.variants()) > 1 and not base.empty else f  # rungs of other sizes would mix into a median
+    model = first_value(src, "params.model.name")
+    params = numeric(src.get("params.budget.params_non_embedding", pd.Series(dtype=float))).median()
+    steps = numeric(src.get("params.budget.steps", pd.Series(dtype=float))).median()
+    tokens = numeric(src.get("params.budget.total_tokens", pd.Series(dtype=float))).median()
     body.append(f"- Model `{model}`, {md.fmt(float(params))} non-embedding parameters; "
-                f"{md.fmt(float(steps))} optimizer steps = {md.fmt(tokens)} training tokens per run (medians "
-                "over the finished runs; the scale table above has every arm's).")
+                f"{md.fmt(float(steps))} optimizer steps = {md.fmt(float(tokens))} training tokens per run (medians "
+                f"over {of}; the scale table above has every arm's).")
     if len(ab.variants()) > 1:
         body.append("- Variants (model rungs or sweep points; each arm is compared within its own variant): "
                     + ", ".join(f"`{v or '-'}`" for v in ab.variants()) + ".")
