@@ -120,9 +120,15 @@ def _measured_section(ab: Ablation, claim: Claim) -> Section:
     if f.empty:
         return Section("What this run measured", ["_No child run finished: nothing to measure._",
                                                   "", _status_counts(ab)])
-    base = f[f["arm"] == ab.baseline]
-    of = f"the baseline arm `{ab.baseline}`" if len(ab.variants()) > 1 and not base.empty else "the finished runs"
-    src = base if len(ab.variants()) > 1 and not base.empty else f  # rungs of other sizes would mix into a median
+    # With several variants (rungs, rates) a median over every run would mix sizes: the baseline arm's runs,
+    # else those of the arms without a variant (the headline rung).
+    src, of = f, "the finished runs"
+    if len(ab.variants()) > 1:
+        base, plain = f[f["arm"] == ab.baseline], f[f["arm"].map(lambda a: split_arm(a)[1] == "")]
+        if not base.empty:
+            src, of = base, f"the baseline arm `{ab.baseline}`"
+        elif not plain.empty:
+            src, of = plain, "the arms without a variant"
     model = first_value(src, "params.model.name")
     params = numeric(src.get("params.budget.params_non_embedding", pd.Series(dtype=float))).median()
     steps = numeric(src.get("params.budget.steps", pd.Series(dtype=float))).median()
