@@ -39,10 +39,18 @@ def first_line_seconds(args: list[str], cwd: Path = REPO) -> tuple[float, str]:
     return seconds, line.rstrip("\n")
 
 
+PROCESSES_PER_REPEAT = 3  # a process start is ~0.2-1.2 s: 10 of them gave a +-3-5% interval, 30 a narrower one
+
+
 def first_sentence_rows(repeats: int, ratios: list[Ratio], rows: list[dict]) -> None:
-    """One Ratio per case (`first_sentence_s_<case>`, wall seconds over `repeats` processes) and a row."""
+    """One Ratio per case (`first_sentence_s_<case>`, wall seconds over PROCESSES_PER_REPEAT x `repeats`
+    processes, the cases taking turns so a slow spell of the machine falls on all of them) and a row."""
+    runs = {case: [] for case in CASES}
+    for _ in range(PROCESSES_PER_REPEAT * repeats):
+        for case, args in CASES.items():
+            runs[case].append(first_line_seconds(args))
     for case, args in CASES.items():
-        timed = [first_line_seconds(args) for _ in range(repeats)]
+        timed = runs[case]
         ratio = Ratio(f"first_sentence_s_{case}", tuple(s for s, _ in timed), clock="wall", target=TARGET)
         ratios.append(ratio)
         rows.append({"bench": "first_sentence", "variant": case, "clock": "wall", "command":

@@ -49,10 +49,13 @@ def test_the_bench_row_reads_a_refusals_first_line():
 def test_the_first_sentence_rows_have_one_key_per_case(monkeypatch):
     from lit_modules.bench import first_sentence
 
-    monkeypatch.setattr(first_sentence, "first_line_seconds", lambda args: (1.5, "line"))
+    calls = []
+    monkeypatch.setattr(first_sentence, "first_line_seconds", lambda args: calls.append(args[0]) or (1.5, "line"))
     ratios: list[Ratio] = []
     rows: list[dict] = []
     first_sentence.first_sentence_rows(3, ratios, rows)
+    firsts = [args[0] for args in CASES.values()]
+    assert calls == firsts * 9  # 3 processes per repeat, the cases taking turns
     assert [r.key for r in ratios] == [f"first_sentence_s_{c}" for c in CASES]
     assert all(r.target.bound == 2.0 and r.clock == "wall" for r in ratios)
     assert rows[0]["median_s"] == 1.5 and rows[0]["command"] == "python -m lit_modules.train model=nonexistent"
