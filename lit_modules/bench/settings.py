@@ -74,7 +74,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--block-steps", type=int, default=None, help="steps per block (5)")
     parser.add_argument("--warmup", type=int, default=None, help="steps before the first block (10)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the single-threaded rows")
-    parser.add_argument("--cell-repeats", type=int, default=None, help="x3: the processes of each first_sentence row")
+    parser.add_argument("--cell-repeats", type=int, default=None, help="x3: the warm cells of cell_fixed_cost, the processes of each first_sentence row")
     parser.add_argument("--sweep-repeats", type=int, default=None, help="each repeat runs a 1- and a 2-worker sweep")
     parser.add_argument("--sweep-trials", type=int, default=None)
     parser.add_argument("--steps", type=int, default=60, help="steps of the callback-share fit and the compile row")
