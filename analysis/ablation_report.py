@@ -13,7 +13,6 @@ the grid's runs were fine-tuned, the plasticity table (analysis/plasticity.py).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,7 @@ from analysis.comparisons import (
     arm_summary_table, effects_table, overhead_table, reference_of, seed_noise_table, speedups_table,
 )
 from analysis.families import Families, families_for
-from analysis.finetune_lr_tuning import at_chosen_rates
+from analysis.finetune_lr_tuning import as_compared
 from analysis.forest import FOREST_FILE, plot_forest
 from analysis.verdict_table import verdicts_table
 from analysis.claims import Claim, split_arm
@@ -46,7 +45,7 @@ from analysis.verdict import PRIMARY, RULE_TEXT
 
 def render_ablation(ab: Ablation, claim: Claim, out: Path, provenance: dict | None = None) -> str:
     ran = ab  # every fine-tune: the learning-rate section says which rates the test bases' fine-tunes ran at
-    ab = replace(ab, finetunes=at_chosen_rates(ab.finetunes, ab.runs, (provenance or {}).get("finetune_lr_tuning_chosen")))
+    ab = as_compared(ab, provenance)
     families = families_for(ab.name)
     verdicts = verdicts_table(ab, claim, families)
     metrics = ["val/loss", "val/bits_per_byte", *eval_metrics(ab)]

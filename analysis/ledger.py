@@ -27,6 +27,7 @@ from analysis import provenance as prov
 from analysis.ablation import Ablation
 from analysis.comparisons import overhead_table
 from analysis.families import Families, families_for
+from analysis.finetune_lr_tuning import as_compared
 from analysis.verdict_table import verdicts_table
 from analysis.claims import Claim, claim_for, split_arm
 from analysis.scale import MATCHED_TPP, count, number
@@ -208,11 +209,11 @@ def render_ledger(results: Path, out: Path) -> str:
     table, provenance, findings, glance, forests = [], [], [], [], []
     where = Path(os.path.relpath(results, out.parent)).as_posix()  # the file names no machine's paths
     for folder in result_folders(results):
-        ab = read_results_data(folder)
+        record = prov.read_provenance(folder) or {}
+        ab = as_compared(read_results_data(folder), record)  # the fine-tunes the report's comparisons read
         claim = claim_for(ab.claim_key)
         families = families_for(ab.name)
         rows = tested_rows(ab, claim)
-        record = prov.read_provenance(folder) or {}
         if not rows.empty:
             cost = overhead_table(ab, claim).set_index("arm")
             glance.append(claim_line(claim, rows, cost, families.declared) + declaration_flag(families, record))

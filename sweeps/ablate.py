@@ -243,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     client = open_client(tracking_uri(None, grid.runs_dir))
     parent = open_parent(client, grid, experiment_name)
     cells = grid.cells()
-    values = f" x {cells // (len(grid.arms) * len(grid.seeds))} swept values" if cells > len(grid.arms) * len(grid.seeds) else ""
+    per_arm_seed = cells // (len(grid.arms) * len(grid.seeds))
+    values = f" x {per_arm_seed} swept values" if per_arm_seed > 1 else ""
     print(f"ablation '{grid.experiment}': {len(grid.arms)} arms x {len(grid.seeds)} seeds{values} = {cells} cells; "
           f"parent run {parent}")
     command = [sys.executable, "-m", "lit_modules.train", "-m", f"experiment={grid.experiment}",

@@ -19,3 +19,14 @@ def test_a_test_base_keeps_only_its_arms_chosen_rate_and_tuning_bases_keep_every
 def test_without_a_recorded_choice_every_fine_tune_is_read() -> None:
     assert at_chosen_rates(FINETUNES, RUNS, None).equals(FINETUNES)
     assert at_chosen_rates(FINETUNES, RUNS, {}).equals(FINETUNES)
+
+
+def test_the_report_and_the_ledger_compare_the_same_fine_tunes() -> None:
+    from dataclasses import replace
+
+    from analysis.finetune_lr_tuning import as_compared
+    from tests.helpers.handmade_ablation import handmade
+
+    ab = replace(handmade({"a": [1.0], "b": [1.0]}), runs=RUNS, finetunes=FINETUNES)
+    assert as_compared(ab, None) is ab and as_compared(ab, {"git_commit": "x"}) is ab
+    assert list(as_compared(ab, {"finetune_lr_tuning_chosen": {"a": 1e-2}}).finetunes["run_id"]) == ["f2", "f3", "f4", "f5"]
