@@ -12,6 +12,11 @@ A run override that lists several values (`optim.lr=3e-3,6e-3`) multiplies the g
 every arm x seed x value is a cell. Each cell needs its own arm name, so such a grid names its cells by the
 value, e.g. `ablation.arm='baseline@lr${rate_text:${optim.lr}}'` (lit_modules/config/resolvers.py).
 
+Cells run as one Hydra multirun whose sweeper is given the list of cells (hydra_plugins/.../cell_list_sweeper.py):
+`run_together` takes several grids of one preset (each its own arms, seeds and overrides, e.g. each tuned arm
+of an evidence protocol at its own rate) and runs all their cells in that ONE launch, so the worker processes
+start once and a free worker takes the next cell, whichever grid it is from.
+
 Cells whose config hash already FINISHED under the parent are skipped (a grid whose every cell finished
 launches nothing), so an interrupted grid is
 finished by running the same command again. `arms=` keeps only some of the preset's arms (their short
@@ -66,6 +71,7 @@ class Grid:
     cell_arms: list[str] = field(default_factory=list)  # each cell's ablation.arm per seed (validate_cells)
     cell_hashes: set[str] = field(default_factory=set)  # every cell's config hash, what a finished cell is found by
     skip_finished: bool = True  # ablation.skip_finished of every cell: a finished cell is not run again
+    first_config: object = None  # the first cell's validated config (validate_cells): its threads and accelerator
 
     def cells(self) -> int:
         return len(self.cell_arms or self.arms) * len(self.seeds)
@@ -136,6 +142,8 @@ def validate_cells(grid: Grid) -> str:
         for values in itertools.product(*swept):
             cfg = validate(compose_run_config([f"experiment={grid.experiment}", f"+arm={arm}", *fixed, *values]))
             name = cfg.logger.experiment
+            if grid.first_config is None:
+                grid.first_config = cfg.copy()
             if not cfg.ablation.arm:
                 raise ConfigError(f"The arm file conf/arm/{arm}.yaml does not set ablation.arm.")
             cell = " ".join([arm.rsplit("/", 1)[-1], *values])
@@ -159,17 +167,20 @@ def _config_hash(cfg, seed: str) -> str:
     return config_hash(identity_of(OmegaConf.to_container(cfg, resolve=True)))
 
 
-def _first_cell(grid: Grid):
-    """The first cell's composed config: its trainer.num_threads (None: torch's default) and accelerator."""
+def cell_overrides(grid: Grid) -> list[list[str]]:
+    """Each cell's overrides, in the order Hydra's basic sweeper would run them (arm, then seed, then the
+    swept values): `+arm=<arm> seed=<seed>` and the grid's run overrides, a swept one at its cell's value."""
     fixed, swept = sweep_forms(grid.overrides)
-    return compose_run_config([f"experiment={grid.experiment}", f"+arm={grid.arms[0]}", *fixed, *(v[0] for v in swept)])
+    return [[f"+arm={arm}", f"seed={seed}", *fixed, *values]
+            for arm in grid.arms for seed in grid.seeds for values in itertools.product(*swept)]
 
 
-def launch_overrides(grid: Grid, threads: int | None, gpu_cells: bool = False) -> list[str]:
-    """Hydra launcher overrides: an explicit launcher as given; else local worker processes x threads.
-    GPU cells (e.g. recipe=<size>) run one after another unless workers= says: each wants its GPUs to itself."""
+def launch_overrides(grid: Grid, threads: int | None, gpu_cells: bool = False, cells: int | None = None) -> list[str]:
+    """Hydra launcher overrides: an explicit launcher as given; else local worker processes x threads (for
+    `cells` cells: the grid's unless given). GPU cells (e.g. recipe=<size>) run one after another unless
+    workers= says: each wants its GPUs to itself."""
     cores = os.cpu_count() or 1
-    cells = grid.cells()
+    cells = grid.cells() if cells is None else cells
     if gpu_cells and not grid.workers and not grid.launcher:
         return []
     if grid.launcher == "submitit_local":  # every cell at once on this machine, sharing its cores
@@ -227,11 +238,46 @@ def finished_cells(client: MlflowClient, parent: str, grid: Grid) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     quiet_libraries()
-    try:
-        grid = parse_args(sys.argv[1:] if argv is None else argv)
+    return run_together([sys.argv[1:] if argv is None else argv])
+
+
+def _checked(argvs: list[list[str]]) -> tuple[list[Grid], Grid, str]:
+    """(each command's grid, read and validated; the grid they make together; the MLflow experiment name)."""
+    grids = [parse_args(argv) for argv in argvs]
+    names = set()
+    for grid in grids:
         read_grid(grid)
-        experiment_name = validate_cells(grid)
-        first = _first_cell(grid)
+        names.add(validate_cells(grid))
+    first = grids[0]
+    shared = ("experiment", "runs_dir", "launcher", "workers", "report")
+    differ = [k for k in shared if any(getattr(g, k) != getattr(first, k) for g in grids)]
+    if differ or len(names) > 1:
+        raise ConfigError(f"grids run together share their {', '.join(shared)}; these differ: "
+                          f"{', '.join(differ) or 'the MLflow experiment'}.")
+    seen: dict[tuple[str, str], int] = {}
+    for i, grid in enumerate(grids):
+        for cell in grid.cell_arms:
+            for seed in grid.seeds:
+                if seen.setdefault((cell, seed), i) != i:
+                    raise ConfigError(f"the cell `{cell}` seed {seed} is in two of the grids run together.")
+    together = Grid(experiment=first.experiment, arms=list(dict.fromkeys(a for g in grids for a in g.arms)),
+                    seeds=list(dict.fromkeys(s for g in grids for s in g.seeds)), launcher=first.launcher,
+                    workers=first.workers, report=first.report, runs_dir=first.runs_dir,
+                    overrides=list(dict.fromkeys(o for g in grids for o in g.overrides)),
+                    cell_arms=[c for g in grids for c in g.cell_arms],
+                    cell_hashes=set().union(*(g.cell_hashes for g in grids)),
+                    skip_finished=all(g.skip_finished for g in grids), first_config=first.first_config)
+    return grids, together, names.pop()
+
+
+def run_together(argvs: list[list[str]]) -> int:
+    """Run the grids of these ablate commands (one preset; each its own arms, seeds and overrides) under the
+    preset's parent run as ONE launch: every cell in one multirun (the cell-list sweeper), finished ones
+    skipped; one report at the end. Exit codes as `main`'s: 0, 1 (a cell did not finish), 2 (refused),
+    128 + signal (stopped)."""
+    try:
+        grids, grid, experiment_name = _checked(argvs)
+        first = grid.first_config
         threads, gpu_cells = first.trainer.num_threads, first.trainer.accelerator in ("gpu", "cuda")
         check_store(resolve_tracking_uri(None, grid.runs_dir))
     except ConfigError as err:
@@ -242,28 +288,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     client = open_client(tracking_uri(None, grid.runs_dir))
     parent = open_parent(client, grid, experiment_name)
-    cells = grid.cells()
-    per_arm_seed = cells // (len(grid.arms) * len(grid.seeds))
-    values = f" x {per_arm_seed} swept values" if per_arm_seed > 1 else ""
-    print(f"ablation '{grid.experiment}': {len(grid.arms)} arms x {len(grid.seeds)} seeds{values} = {cells} cells; "
-          f"parent run {parent}")
-    command = [sys.executable, "-m", "lit_modules.train", "-m", f"experiment={grid.experiment}",
-               f"parent_run_id={parent}", *grid.overrides]
-    if grid.only_arms:
-        command.append(f"+arm={','.join(grid.arms)}")  # the command line wins over the preset's sweep params
-    if grid.only_seeds:
-        command.append(f"seed={','.join(grid.seeds)}")
-    command += launch_overrides(grid, threads, gpu_cells)
+    cells = sum(g.cells() for g in grids)
+    print(f"ablation '{grid.experiment}': {_shape(grids)} = {cells} cells; parent run {parent}")
+    cell_list = [cell for g in grids for cell in cell_overrides(g)]
     status, failed = "FAILED", []
     started_ms = int(time.time() * 1000)
     to_run = cells - finished_cells(client, parent, grid)
     if to_run < cells:
         print(f"{cells - to_run} of {cells} cells already finished under this parent; {to_run} to run")
     code = 0
+    cells_file = None
     try:
         if to_run == 0:  # a resumed protocol's finished launch: no multirun (~20 s of start-up) to skip them
             print(f"all {cells} cells already finished under this parent: nothing to launch")
         else:
+            cells_file = _write_cells(cell_list)
+            command = [sys.executable, "-m", "lit_modules.train", "-m", f"experiment={grid.experiment}",
+                       f"parent_run_id={parent}", "hydra/sweeper=cell_list", f"hydra.sweeper.cells_file={cells_file}",
+                       *launch_overrides(grid, threads, gpu_cells, cells=cells)]
             # Its own process group: stopping the driver (Ctrl-C, SIGTERM) stops every cell and worker process.
             with CellWatcher(client, parent, to_run):  # one line per cell as it ends
                 # Cells in this terminal leave their line to the watcher; cells of a job launcher (submitit,
@@ -280,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + stopped.signum
     finally:
         client.set_terminated(parent, status=status)
+        if cells_file is not None:
+            os.unlink(cells_file)
     if grid.report:
         try:
             from analysis.report import write_report
@@ -294,6 +338,27 @@ def main(argv: list[str] | None = None) -> int:
     elif status == "FAILED":
         print(f"error: the grid's multirun exited with code {code}", file=sys.stderr)
     return 0 if status == "FINISHED" else 1
+
+
+def _shape(grids: list[Grid]) -> str:
+    """'4 arms x 6 seeds' (x N swept values) per grid, joined with +."""
+    parts = []
+    for g in grids:
+        per_arm_seed = g.cells() // (len(g.arms) * len(g.seeds))
+        values = f" x {per_arm_seed} swept values" if per_arm_seed > 1 else ""
+        parts.append(f"{len(g.arms)} arm{'s' * (len(g.arms) != 1)} x {len(g.seeds)} seed{'s' * (len(g.seeds) != 1)}{values}")
+    return " + ".join(parts)
+
+
+def _write_cells(cell_list: list[list[str]]) -> str:
+    """The cell-list sweeper's file (removed when the launch ends)."""
+    import json
+    import tempfile
+
+    handle, path = tempfile.mkstemp(prefix="ablate-cells-", suffix=".json")
+    with os.fdopen(handle, "w") as f:
+        json.dump(cell_list, f)
+    return path
 
 
 if __name__ == "__main__":

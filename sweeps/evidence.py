@@ -254,13 +254,16 @@ def finished_work(spec: EvidenceSpec, runs_dir: str) -> tuple[int, int, int]:
     return len(grid_bases(client, parent)), len(finetunes), scored
 
 
-def run_stage(spec: EvidenceSpec, stage: str, args: EvidenceArgs, ablate, chosen: dict[str, float]) -> tuple[int, int]:
-    """One stage: its tuning cells and each tuned arm's rate (added to `chosen`), then its blocks' test cells,
-    a tuned arm's at its own rate; (a stop code or 0, failures)."""
+def run_stage(spec: EvidenceSpec, stage: str, args: EvidenceArgs, run_together,
+              chosen: dict[str, float]) -> tuple[int, int]:
+    """One stage: its tuning cells (one launch) and each tuned arm's rate (added to `chosen`), then its blocks'
+    test cells, a tuned arm's at its own rate (one launch: `run_together` is sweeps.ablate's); (a stop code or
+    0, failures)."""
     tunings, failed = spec.stage_tunings(stage), 0
     if tunings:
-        def run_cells(tuning: LrTuning, arm: str, rates: tuple[float, ...], seeds: tuple[int, ...]) -> int:
-            return ablate(block_argv(spec, Block((arm,), seeds), args) + lr_tuning.tuning_overrides(tuning, arm, rates))
+        def run_cells(launches: list[lr_tuning.Launch]) -> int:
+            return run_together([block_argv(spec, Block((arm,), seeds), args) + lr_tuning.tuning_overrides(tuning, arm, rates)
+                                 for tuning, arm, rates, seeds in launches])
 
         code, picked, undecided = lr_tuning.tune(spec.paper, tunings, args.runs_dir, spec.preset, run_cells)
         if code:
@@ -268,17 +271,19 @@ def run_stage(spec: EvidenceSpec, stage: str, args: EvidenceArgs, ablate, chosen
         chosen.update(picked)
         failed += len(undecided)
     tuned = {a: t.key for t in tunings for a in t.arms}
-    for block in (b for b in spec.blocks if b.stage == stage):
-        for arms, extra in lr_tuning.block_calls(block, tuned, chosen):
-            code = ablate(block_argv(spec, replace(block, arms=arms), args) + extra)
-            if code == 2 or code > 128:  # refused, or stopped by a signal (the cells were stopped with it)
-                return code, failed
-            failed += code != 0
+    argvs = [block_argv(spec, replace(block, arms=arms), args) + extra
+             for block in spec.blocks if block.stage == stage
+             for arms, extra in lr_tuning.block_calls(block, tuned, chosen)]
+    if argvs:
+        code = run_together(argvs)
+        if code == 2 or code > 128:  # refused, or stopped by a signal (the cells were stopped with it)
+            return code, failed
+        failed += code != 0
     return 0, failed
 
 
 def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
-    from sweeps.ablate import main as ablate
+    from sweeps.ablate import run_together
 
     declared = declared_checks(spec)  # hashed before any cell runs
     clock = WallClock(args.runs_dir, spec.paper)
@@ -294,7 +299,7 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
         for stage in STAGES:
             blocks = [b for b in spec.blocks if b.stage == stage]
             stage_started = time.time()
-            code, failures = run_stage(spec, stage, args, ablate, chosen)
+            code, failures = run_stage(spec, stage, args, run_together, chosen)
             if code:
                 return code
             failed += failures
@@ -305,8 +310,8 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
             workers = args.workers or default_workers()
             recipe = load_base_recipe(spec.finetune, args.recipe_overrides, spec.finetune_lr_tuning)
 
-            def run_cells(arms: tuple[str, ...], seeds: tuple[int, ...], extra: list[str]) -> int:
-                return ablate(block_argv(spec, Block(arms, seeds), args) + extra)
+            def run_cells(blocks: list[tuple[tuple[str, ...], tuple[int, ...], list[str]]]) -> int:
+                return run_together([block_argv(spec, Block(arms, seeds), args) + extra for arms, seeds, extra in blocks])
 
             code, chosen_ft, failures = tune_finetune_rates(spec, args, workers, recipe, run_cells)
             if code:

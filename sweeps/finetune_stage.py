@@ -65,7 +65,7 @@ def run_finetunes(jobs: list[tuple[str, FinetuneRecipe]], runs_dir: str, workers
 
 
 def tune_finetune_rates(spec: EvidenceSpec, args: EvidenceArgs, workers: int, recipe: FinetuneRecipe,
-                        run_cells: Callable[[tuple[str, ...], tuple[int, ...], list[str]], int]
+                        run_cells: Callable[[list[tuple[tuple[str, ...], tuple[int, ...], list[str]]]], int]
                         ) -> tuple[int, dict[str, float], int]:
     """With `finetune_lr_tuning`: pre-train the tuning bases, fine-tune each at every grid rate, choose each
     arm's rate; (a stop code or 0, arm -> rate, failures: failed fine-tunes and arms left without a rate)."""
@@ -76,10 +76,9 @@ def tune_finetune_rates(spec: EvidenceSpec, args: EvidenceArgs, workers: int, re
     tuning = spec.finetune_lr_tuning
     if tuning is None:
         return 0, {}, 0
-    for arms, seeds, extra in tuning_blocks(tuning):
-        code = run_cells(arms, seeds, extra)
-        if code == 2 or code > 128:  # refused, or stopped by a signal; a failed base is judged by the choice
-            return code, {}, 0
+    code = run_cells(tuning_blocks(tuning))  # every arm's tuning bases in one launch
+    if code == 2 or code > 128:  # refused, or stopped by a signal; a failed base is judged by the choice
+        return code, {}, 0
     client = MlflowClient(tracking_uri(None, args.runs_dir))
     jobs = tuning_jobs(client, grid_cells(client, spec), tuning, recipe)
     print(f"[{spec.paper}] fine-tune rate tuning over {', '.join(map(str, sorted(tuning.grid)))} on the bases of "

@@ -9,8 +9,9 @@
 
 Before the test cells of a stage, every tuned arm of that stage runs at every rate on the tuning seeds as the
 cell `<arm>@lr<rate>` (an LR variant of the arm: `<key>=<rate> ablation.arm=<arm>@lr<rate>` over the arm's
-own file); an arm's rates run as one launch (`<key>=<r1>,<r2>`, each cell named by its own rate), so the
-launch's fixed cost is paid once per arm rather than once per rate. A tuning cell that finished, or that diverged (the same seed diverges again), is not run again, so
+own file); an arm's rates are one grid (`<key>=<r1>,<r2>`, each cell named by its own rate), and every tuned
+arm's grid of a stage runs in ONE launch (sweeps.ablate.run_together), so the launch's fixed cost is paid
+once per stage rather than once per arm or rate. A tuning cell that finished, or that diverged (the same seed diverges again), is not run again, so
 an interrupted protocol resumes here as everywhere. Each arm's rate is then read from the store by
 analysis/lr_tuning.py's rule and its test cells run at it (`<key>=<rate>`, for that arm's cells only); an
 arm whose grid is not complete runs no test cell and the protocol ends failed, saying which cells are missing.
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
 
 RATE_KEYS = ("optim.lr", "optim.muon_lr")  # the config fields a grid may tune
 KEYS = ("arms", "grid", "tuning_seeds", "metric", "key")
-RunCells = Callable[[LrTuning, str, tuple[float, ...], tuple[int, ...]], int]  # (grid, arm, rates, seeds) -> exit code
+Launch = tuple[LrTuning, str, tuple[float, ...], tuple[int, ...]]  # (grid, arm, rates, seeds)
+RunCells = Callable[[list[Launch]], int]  # runs these as one launch -> exit code
 
 
 def parse_lr_tuning(node: object, where: str, blocks: tuple[Block, ...]) -> tuple[LrTuning, ...]:
@@ -135,7 +137,7 @@ def tuning_overrides(tuning: LrTuning, arm: str, rates: tuple[float, ...]) -> li
 
 
 def launches(todo: pd.DataFrame) -> list[tuple[str, tuple[float, ...], tuple[int, ...]]]:
-    """The tuning cells still to run (arm, rate, seed rows) as launches (arm, rates, seeds): one per arm when
+    """The tuning cells still to run (arm, rate, seed rows) as grids (arm, rates, seeds): one per arm when
     its cells are every rate x seed of it, else one per rate (a resumed grid reruns no finished cell)."""
     calls = []
     for arm, rows in todo.groupby("arm", sort=False):
@@ -174,17 +176,21 @@ def store_runs(runs_dir: str, preset: str) -> pd.DataFrame:
 
 def tune(paper: str, tunings: list[LrTuning], runs_dir: str, preset: str,
          run_cells: RunCells) -> tuple[int, dict[str, float], list[str]]:
-    """Run the tuning cells not yet done, then choose: (a stop code or 0, arm -> rate, arms with no rate)."""
+    """Run the tuning cells not yet done (every grid's in one launch), then choose: (a stop code or 0,
+    arm -> rate, arms with no rate)."""
+    todo_launches: list[Launch] = []
+    runs = store_runs(runs_dir, preset)
     for tuning in tunings:
-        cells = tuning_cells(tuning, store_runs(runs_dir, preset))
+        cells = tuning_cells(tuning, runs)
         todo = cells[~cells["state"].isin(["finished", "diverged"])]
         print(f"[{paper}] lr tuning {', '.join(tuning.arms)} over {', '.join(map(rate_text, sorted(tuning.grid)))} "
               f"on seeds {', '.join(map(str, tuning.tuning_seeds))}: {len(todo)} of {len(cells)} tuning cells to run",
               flush=True)
-        for arm, rates, seeds in launches(todo):
-            code = run_cells(tuning, arm, rates, seeds)
-            if code == 2 or code > 128:  # refused, or stopped by a signal; a failed cell is judged below
-                return code, {}, []
+        todo_launches += [(tuning, arm, rates, seeds) for arm, rates, seeds in launches(todo)]
+    if todo_launches:
+        code = run_cells(todo_launches)
+        if code == 2 or code > 128:  # refused, or stopped by a signal; a failed cell is judged below
+            return code, {}, []
     chosen, undecided = {}, []
     runs = store_runs(runs_dir, preset)
     for tuning in tunings:

@@ -1,1 +1,2 @@
-"""Hydra launchers of llm-ablate (Hydra loads launcher plugins only from the hydra_plugins package)."""
+"""Hydra plugins of llm-ablate: the cell launchers and the cell-list sweeper (Hydra loads plugins only from
+the hydra_plugins package)."""

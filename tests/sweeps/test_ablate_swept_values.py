@@ -21,7 +21,7 @@ def test_each_swept_value_is_a_cell_named_by_it_and_a_rerun_runs_none_again(runs
     args = ["experiment=smoke", "arms=baseline", "seeds=0", f"runs_dir={runs_dir}", "trainer.max_steps=4",
             "workers=2", "report=false", "optim.lr=1e-3,3e-3", NAMED_BY_RATE]
     assert ablate_main(args) == 0
-    assert "1 arms x 1 seeds x 2 swept values = 2 cells" in capsys.readouterr().out
+    assert "1 arm x 1 seed x 2 swept values = 2 cells" in capsys.readouterr().out
     cells = [r for r in all_runs(runs_dir) if r.data.tags.get("ablation.arm")]
     assert sorted((c.data.tags["ablation.arm"], float(c.data.params["optim.lr"]), c.info.status) for c in cells) == [
         ("baseline@lr1e-3", 1e-3, "FINISHED"), ("baseline@lr3e-3", 3e-3, "FINISHED")]

@@ -111,7 +111,7 @@ def test_wall_clock_adds_up_calls_and_resets_for_a_fresh_grid(tmp_path: Path) ->
 
 @pytest.mark.slow  # 51 s; make test-slow (make test stays within its ~15 min)
 def test_a_protocol_stopped_midway_and_resumed_reports_both_calls_wall_time(tmp_path: Path, monkeypatch) -> None:
-    """A first call stopped after its first block leaves no provenance but keeps its time; the call that
+    """A first call stopped after its first stage leaves no provenance but keeps its time; the call that
     finishes the grid records the sum, not only its own part."""
     import sweeps.ablate
     import sweeps.evidence as evidence
@@ -120,25 +120,27 @@ def test_a_protocol_stopped_midway_and_resumed_reports_both_calls_wall_time(tmp_
     specs = tmp_path / "specs"
     specs.mkdir()
     (specs / "smoke.yaml").write_text(
-        "preset: smoke\nblocks:\n  - {arms: [baseline, no_decay], seeds: [0]}\n  - {arms: [no_decay], seeds: [1]}\n")
+        "preset: smoke\nblocks:\n  - {arms: [baseline, no_decay], seeds: [0]}\n"
+        "  - {arms: [no_decay], seeds: [1], stage: below}\n")
     monkeypatch.setattr(evidence, "SPEC_DIR", specs)
     results = tmp_path / "results"
-    argv = ["papers=smoke", f"runs_dir={tmp_path / 'runs'}", f"results_dir={results}",
+    argv = ["papers=smoke", "stages=headline,below", f"runs_dir={tmp_path / 'runs'}", f"results_dir={results}",
             f"ledger={tmp_path / 'RESULTS.md'}", "trainer.max_steps=6", "workers=1"]
-    real = sweeps.ablate.main
+    real = sweeps.ablate.run_together
     calls = []
 
-    def stopped_at_the_second_block(block_argv):
-        calls.append(block_argv)
-        return real(block_argv) if len(calls) == 1 else 128 + 15  # SIGTERM during block 2
+    def stopped_in_the_second_stage(argvs):
+        calls.append(argvs)
+        return real(argvs) if len(calls) == 1 else 128 + 15  # SIGTERM during the second stage's launch
 
-    monkeypatch.setattr(sweeps.ablate, "main", stopped_at_the_second_block)
+    monkeypatch.setattr(sweeps.ablate, "run_together", stopped_in_the_second_stage)
     assert evidence.main(argv) == 143
+    assert len(calls[0]) == 1 and len(calls[1]) == 1  # one launch per stage
     assert read_provenance(results / "smoke") is None
     first = evidence.WallClock(str(tmp_path / "runs"), "smoke").total()
     assert first > 0
 
-    monkeypatch.setattr(sweeps.ablate, "main", real)
+    monkeypatch.setattr(sweeps.ablate, "run_together", real)
     started = __import__("time").time()
     assert evidence.main(argv) == 0
     second = __import__("time").time() - started
