@@ -109,6 +109,10 @@ def read_grid(grid: Grid) -> None:
     if not files.has_option("experiment", grid.experiment):
         raise ConfigError(files.missing_option_sentence("experiment", grid.experiment, "preset"))
     params = OmegaConf.select(files.load_option("experiment", grid.experiment), "hydra.sweeper.params") or {}
+    others = sorted(set(params) - {"+arm", "seed"})
+    if others:  # the grid is arms x seeds: another swept key would be dropped without a word
+        raise ConfigError(f"The preset '{grid.experiment}' sweeps {', '.join(others)} in hydra.sweeper.params; an "
+                          "ablation grid sweeps +arm and seed only (give other values on the command line).")
     arms = str(params.get("+arm", "")).split(",") if params.get("+arm") else []
     seeds = [s.strip() for s in str(params.get("seed", "0")).split(",")]
     if not arms:
@@ -167,12 +171,25 @@ def _config_hash(cfg, seed: str) -> str:
     return config_hash(identity_of(OmegaConf.to_container(cfg, resolve=True)))
 
 
+def _launch_wide(override: str) -> bool:
+    """An override of the launch itself (runs_dir, which the sweep folder derives from; Hydra's own settings):
+    it goes on the multirun's command line, not into each cell."""
+    key = override.lstrip("+~").split("=", 1)[0]
+    return key == "runs_dir" or key == "hydra" or key.startswith(("hydra.", "hydra/"))
+
+
 def cell_overrides(grid: Grid) -> list[list[str]]:
     """Each cell's overrides, in the order Hydra's basic sweeper would run them (arm, then seed, then the
-    swept values): `+arm=<arm> seed=<seed>` and the grid's run overrides, a swept one at its cell's value."""
+    swept values): `+arm=<arm> seed=<seed>` and the grid's run overrides, a swept one at its cell's value
+    (the launch-wide ones, runs_dir and hydra.*, are the multirun's: `launch_wide_overrides`)."""
     fixed, swept = sweep_forms(grid.overrides)
+    fixed = [o for o in fixed if not _launch_wide(o)]
     return [[f"+arm={arm}", f"seed={seed}", *fixed, *values]
             for arm in grid.arms for seed in grid.seeds for values in itertools.product(*swept)]
+
+
+def launch_wide_overrides(grid: Grid) -> list[str]:
+    return [o for o in sweep_forms(grid.overrides)[0] if _launch_wide(o)]
 
 
 def launch_overrides(grid: Grid, threads: int | None, gpu_cells: bool = False, cells: int | None = None) -> list[str]:
@@ -226,14 +243,12 @@ JOB_LAUNCHERS = ("submitit_local", "slurm")  # each cell a job with its own log 
 CELL_STOP_GRACE_S = 30.0  # for stopped cells to end their MLflow runs before what is left is killed
 
 
-def finished_cells(client: MlflowClient, parent: str, grid: Grid) -> int:
-    """How many of the grid's cells already FINISHED under the parent, by config hash (a rerun skips them)."""
-    if not grid.skip_finished:
-        return 0
+def finished_hashes(client: MlflowClient, parent: str) -> set[str]:
+    """The config hashes of the cells that already FINISHED under the parent (a rerun skips them)."""
     experiment_id = client.get_run(parent).info.experiment_id
     done = client.search_runs([experiment_id], filter_string=f"{children_filter(parent)} and attributes.status = 'FINISHED'",
                               max_results=10_000)
-    return len(grid.cell_hashes & {r.data.tags.get(tags.CONFIG_HASH) for r in done})
+    return {r.data.tags.get(tags.CONFIG_HASH) for r in done}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,8 +264,12 @@ def _checked(argvs: list[list[str]]) -> tuple[list[Grid], Grid, str]:
         read_grid(grid)
         names.add(validate_cells(grid))
     first = grids[0]
-    shared = ("experiment", "runs_dir", "launcher", "workers", "report")
-    differ = [k for k in shared if any(getattr(g, k) != getattr(first, k) for g in grids)]
+    shared = {"experiment": lambda g: g.experiment, "runs_dir": lambda g: g.runs_dir,
+              "launcher": lambda g: g.launcher, "workers": lambda g: g.workers, "report": lambda g: g.report,
+              "hydra overrides": launch_wide_overrides,
+              "trainer.num_threads": lambda g: g.first_config.trainer.num_threads,
+              "trainer.accelerator": lambda g: g.first_config.trainer.accelerator}
+    differ = [k for k, of in shared.items() if any(of(g) != of(first) for g in grids)]
     if differ or len(names) > 1:
         raise ConfigError(f"grids run together share their {', '.join(shared)}; these differ: "
                           f"{', '.join(differ) or 'the MLflow experiment'}.")
@@ -275,6 +294,8 @@ def run_together(argvs: list[list[str]]) -> int:
     preset's parent run as ONE launch: every cell in one multirun (the cell-list sweeper), finished ones
     skipped; one report at the end. Exit codes as `main`'s: 0, 1 (a cell did not finish), 2 (refused),
     128 + signal (stopped)."""
+    if not argvs:
+        return 0
     try:
         grids, grid, experiment_name = _checked(argvs)
         first = grid.first_config
@@ -290,10 +311,12 @@ def run_together(argvs: list[list[str]]) -> int:
     parent = open_parent(client, grid, experiment_name)
     cells = sum(g.cells() for g in grids)
     print(f"ablation '{grid.experiment}': {_shape(grids)} = {cells} cells; parent run {parent}")
-    cell_list = [cell for g in grids for cell in cell_overrides(g)]
+    done = finished_hashes(client, parent) if grid.skip_finished else set()
+    # A grid whose every cell finished is not launched at all; the others' finished cells skip themselves.
+    cell_list = [cell for g in grids if not g.cell_hashes <= done for cell in cell_overrides(g)]
     status, failed = "FAILED", []
     started_ms = int(time.time() * 1000)
-    to_run = cells - finished_cells(client, parent, grid)
+    to_run = cells - len(grid.cell_hashes & done)
     if to_run < cells:
         print(f"{cells - to_run} of {cells} cells already finished under this parent; {to_run} to run")
     code = 0
@@ -304,8 +327,9 @@ def run_together(argvs: list[list[str]]) -> int:
         else:
             cells_file = _write_cells(cell_list)
             command = [sys.executable, "-m", "lit_modules.train", "-m", f"experiment={grid.experiment}",
-                       f"parent_run_id={parent}", "hydra/sweeper=cell_list", f"hydra.sweeper.cells_file={cells_file}",
-                       *launch_overrides(grid, threads, gpu_cells, cells=cells)]
+                       f"parent_run_id={parent}", f"runs_dir={grid.runs_dir}", *launch_wide_overrides(grids[0]),
+                       "hydra/sweeper=cell_list", f"hydra.sweeper.cells_file='{cells_file}'",
+                       *launch_overrides(grid, threads, gpu_cells, cells=len(cell_list))]
             # Its own process group: stopping the driver (Ctrl-C, SIGTERM) stops every cell and worker process.
             with CellWatcher(client, parent, to_run):  # one line per cell as it ends
                 # Cells in this terminal leave their line to the watcher; cells of a job launcher (submitit,
@@ -321,9 +345,9 @@ def run_together(argvs: list[list[str]]) -> int:
               "(finished cells are skipped)", file=sys.stderr)
         return 128 + stopped.signum
     finally:
-        client.set_terminated(parent, status=status)
         if cells_file is not None:
             os.unlink(cells_file)
+        client.set_terminated(parent, status=status)
     if grid.report:
         try:
             from analysis.report import write_report

@@ -135,6 +135,12 @@ def load_spec(paper: str) -> EvidenceSpec:
         blocks.append(Block(tuple(str(a) for a in block["arms"]), tuple(int(s) for s in block["seeds"]), stage))
     if not blocks or not raw.get("preset"):
         raise ConfigError(f"conf/evidence/{paper}.yaml must name a 'preset' and at least one block.")
+    seen: dict[tuple[str, int], int] = {}
+    for i, block in enumerate(blocks, 1):
+        for cell in ((a, s) for a in block.arms for s in block.seeds):
+            if seen.setdefault(cell, i) != i:  # a stage's blocks run as one launch, where a cell is run once
+                raise ConfigError(f"conf/evidence/{paper}.yaml runs `{cell[0]}` seed {cell[1]} in blocks "
+                                  f"{seen[cell]} and {i}; list each cell once.")
     tunings = lr_tuning.parse_lr_tuning(raw.get("lr_tuning"), f"conf/evidence/{paper}.yaml", tuple(blocks))
     ablation_only = tuple(str(a) for a in raw.get("ablation_only") or [])
     running = sorted(set(ablation_only) & {a for b in blocks for a in b.arms})

@@ -60,6 +60,7 @@ class CellListSweeper(Sweeper):
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        (sweep_dir / "cells.json").write_text(json.dumps(jobs, indent=1))  # what ran: the file given is temporary
         results = self.launcher.launch(jobs, initial_job_idx=0) if jobs else []
         for result in results:
             _ = result.return_value  # raises for a job that failed, as the basic sweeper does

@@ -85,7 +85,7 @@ def sweep_forms(overrides: Iterable[str]) -> tuple[list[str], list[list[str]]]:
             raise ConfigError(f"{text} is an interval, a search space for an Optuna sweep (make sweep); a grid lists "
                               "its values (key=a,b).")
         else:
-            key = text[:len(text) - len(text.lstrip("+~"))] + override.get_key_element()
+            key = override.get_key_element()  # with its + / ++ / ~ prefix
             swept.append([f"{key}={value}" for value in override.sweep_string_iterator()])
     return fixed, swept
 

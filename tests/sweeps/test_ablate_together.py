@@ -2,10 +2,14 @@
 stage runs each tuned arm at its own rate): every cell runs once, each is the very cell (name, config hash)
 its own grid would have run alone, and cells that cannot run together are refused before any run."""
 
+import glob
+import json
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from lit_modules.config.composition import sweep_forms
 from sweeps.ablate import cell_overrides, parse_args, read_grid, run_together
 from sweeps.ablate import main as ablate_main
 from tests.helpers.runs import all_runs
@@ -24,6 +28,7 @@ def _cells(runs_dir: Path) -> dict[tuple[str, str], tuple[str, float, float]]:
 def test_grids_with_their_own_arms_seeds_and_rates_run_as_one_launch_and_are_the_same_cells(
         tmp_path: Path, capsys) -> None:
     together, apart = tmp_path / "together", tmp_path / "apart"
+    leftovers = sorted(glob.glob(f"{tempfile.gettempdir()}/ablate-cells-*"))
     grids = [["arms=baseline", "seeds=0,1", "optim.lr=2e-3"],
              ["arms=no_decay", "seeds=3", "optim.lr=1e-3,3e-3", NAMED_BY_RATE]]
     assert run_together([[*COMMON, f"runs_dir={together}", *g] for g in grids]) == 0
@@ -37,10 +42,21 @@ def test_grids_with_their_own_arms_seeds_and_rates_run_as_one_launch_and_are_the
     assert sorted(cells) == [("baseline", "0"), ("baseline", "1"), ("no_decay@lr1e-3", "3"), ("no_decay@lr3e-3", "3")]
     assert {k: v[1] for k, v in cells.items()} == {("baseline", "0"): 2e-3, ("baseline", "1"): 2e-3,
                                                    ("no_decay@lr1e-3", "3"): 1e-3, ("no_decay@lr3e-3", "3"): 3e-3}
-    # Run again: every cell is found finished by its hash, nothing is launched; no cell file is left behind.
+    # The sweep's folder is under the grid's runs_dir, with the cells that ran; no temporary cell file is left.
+    sweeps = list(together.glob("multirun/*/*/multirun.yaml"))
+    assert len(sweeps) == 1 and (sweeps[0].parent / "cells.json").is_file()
+    assert sorted(glob.glob(f"{tempfile.gettempdir()}/ablate-cells-*")) == leftovers
+    # Run again: every cell is found finished by its hash, nothing is launched.
     assert run_together([[*COMMON, f"runs_dir={together}", *g] for g in grids]) == 0
     assert "all 4 cells already finished under this parent: nothing to launch" in capsys.readouterr().out
     assert len(_cells(together)) == 4
+    # One more seed for one grid: only that grid launches, for its one new cell.
+    assert run_together([[*COMMON, f"runs_dir={together}", *grids[0]],
+                         [*COMMON, f"runs_dir={together}", "arms=no_decay", "seeds=3,4", *grids[1][2:]]]) == 0
+    assert "4 of 6 cells already finished under this parent; 2 to run" in capsys.readouterr().out
+    ran = json.loads(sorted(together.glob("multirun/*/*/cells.json"))[-1].read_text())
+    assert [c for c in ran if "seed=0" in c or "seed=1" in c] == []  # the finished grid was not launched
+    assert len(_cells(together)) == 6
 
 
 def test_the_cell_list_is_the_basic_sweepers_order() -> None:
@@ -56,11 +72,15 @@ def test_the_cell_list_is_the_basic_sweepers_order() -> None:
 BASE = ["experiment=smoke", "trainer.max_steps=4", "report=false"]
 
 
+def test_a_swept_override_keeps_its_prefix_once() -> None:
+    assert sweep_forms(["+k=a,b", "~j=1,2", "x=1"]) == (["x=1"], [["+k=a", "+k=b"], ["~j=1", "~j=2"]])
+
+
 @pytest.mark.parametrize("grids, sentence", [
     ([[*BASE, "arms=baseline", "seeds=0"], [*BASE, "arms=baseline", "seeds=0,1", "optim.lr=1e-3"]],
      "the cell `baseline` seed 0 is in two of the grids run together"),
     ([[*BASE, "arms=baseline", "seeds=0", "workers=2"], [*BASE, "arms=no_decay", "seeds=1", "workers=1"]],
-     "grids run together share their experiment, runs_dir, launcher, workers, report; these differ: workers"),
+     "; these differ: workers."),
 ])
 def test_grids_that_cannot_run_together_are_refused_before_any_run(runs_dir: Path, capsys, grids, sentence) -> None:
     assert run_together([[*g, f"runs_dir={runs_dir}"] for g in grids]) == 2

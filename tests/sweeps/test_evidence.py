@@ -177,6 +177,18 @@ def test_a_block_with_an_unknown_stage_is_one_sentence(tmp_path: Path, monkeypat
         load_spec("odd")
 
 
+def test_a_cell_in_two_blocks_is_one_sentence(tmp_path: Path, monkeypatch) -> None:
+    """A stage's blocks run as one launch, where a cell runs once: the overlap is refused when the spec is read,
+    not when the stage is reached."""
+    import sweeps.evidence as evidence
+
+    (tmp_path / "odd.yaml").write_text("preset: smoke\nblocks:\n  - {arms: [baseline, no_decay], seeds: [0, 1]}\n"
+                                       "  - {arms: [no_decay], seeds: [1, 2]}\n")
+    monkeypatch.setattr(evidence, "SPEC_DIR", tmp_path)
+    with pytest.raises(ConfigError, match="runs `no_decay` seed 1 in blocks 1 and 2; list each cell once"):
+        load_spec("odd")
+
+
 def test_finetune_eval_needs_a_recipe_and_known_tasks_before_any_run(tmp_path: Path, monkeypatch) -> None:
     import sweeps.evidence as evidence
 
