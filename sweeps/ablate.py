@@ -283,7 +283,6 @@ def _checked(argvs: list[list[str]]) -> tuple[list[Grid], Grid, str]:
                     seeds=list(dict.fromkeys(s for g in grids for s in g.seeds)), launcher=first.launcher,
                     workers=first.workers, report=first.report, runs_dir=first.runs_dir,
                     overrides=list(dict.fromkeys(o for g in grids for o in g.overrides)),
-                    cell_arms=[c for g in grids for c in g.cell_arms],
                     cell_hashes=set().union(*(g.cell_hashes for g in grids)),
                     skip_finished=all(g.skip_finished for g in grids), first_config=first.first_config)
     return grids, together, names.pop()
