@@ -47,7 +47,7 @@ SPEC_DIR = files.group_dir("evidence")  # driver specs (a test points this at it
 REPO = files.CONF_DIR.parent
 
 
-STAGES = ("headline", "below", "scale")  # the order they run in: the tiny rung, the 0.25x rung, the 4x rung
+STAGES = ("headline", "below", "scale")  # run in this order: the primary pairs at tiny; the smaller rungs and secondary arms; 4x
 
 
 @dataclass(frozen=True)

@@ -149,8 +149,9 @@ def test_a_protocol_stopped_midway_and_resumed_reports_both_calls_wall_time(tmp_
 
 
 def test_the_headline_stage_runs_unless_the_other_rungs_are_asked_for() -> None:
-    """The 0.25x and 4x rungs are their own stages: `make evidence` runs the tiny rung the primary verdicts
-    rest on; STAGES adds the others, run in rung order whatever order they are named in."""
+    """The smaller and 4x rungs are their own stages: `make evidence` runs the tiny rung's cells the primary
+    verdicts rest on (every primary arm's, so the headline alone decides them); `below` may add secondary
+    arms at tiny beside the smaller rungs; STAGES run in stage order whatever order they are named in."""
     assert parse_args([]).stages == ["headline"]
     assert parse_args(["STAGES=scale,headline"]).stages == ["scale", "headline"]
     for paper in ["mols", "pc_layer", "small_init", "wisca", "wd_plasticity"]:
@@ -161,8 +162,12 @@ def test_the_headline_stage_runs_unless_the_other_rungs_are_asked_for() -> None:
         order = [b.stage for b in every.blocks]
         assert order == sorted(order, key=["headline", "below", "scale"].index)  # stage order
         assert every.cells() == spec.cells()
+        primary = {c["arm"] for c in spec.checks["primary"]}
+        assert primary <= {a for b in headline.blocks for a in b.arms}, paper
         for stage, rungs in (("below", ("@x0.25", "@x0.5")), ("scale", ("@x4",))):
-            assert all(a.endswith(rungs) for b in spec.in_stages([stage]).blocks for a in b.arms)
+            arms = [a for b in spec.in_stages([stage]).blocks for a in b.arms]
+            assert all(a.endswith(rungs) or ("@x" not in a and a not in primary) for a in arms), (paper, stage)
+        assert all(a.endswith("@x4") for b in spec.in_stages(["scale"]).blocks for a in b.arms)
     assert not load_spec("wd_plasticity").in_stages(["scale"]).blocks
     with pytest.raises(ConfigError, match="stages= names big; the stages are headline, below, scale"):
         parse_args(["stages=big"])
