@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     method = {
         "interval": "distribution-free 95% interval for the median from order statistics (binomial ranks)",
         "figure_when": "interval within +-3% of the median", "thread": "time.thread_time of the timing thread "
-        f"({args.threads} torch thread(s)), blocks interleaved A B A B ... A", "wall": "time.perf_counter, over repeats",
+        f"({args.threads} torch thread(s)), blocks interleaved behind a pacer: P A B, P B A, ... P, "
+        "each block over the reference's of its round", "wall": "time.perf_counter, over repeats",
         "blocks": s.blocks, "block_steps": s.block_steps, "warmup": s.warmup, "quick": args.quick}
     command = " ".join(["python -m lit_modules.bench", *(argv if argv is not None else sys.argv[1:])])
     summary = summary_of(ratios, derived, rows, method, machine_of(load_before, args.threads, command))

@@ -1,9 +1,10 @@
 """PC-layer benchmark rows for `make bench`: training step time against the polynomial's analytic FLOPs, at
 several model sizes, and the merged model's inference time against the baseline's (goal 1.00x).
 
-The baseline and the PC levels of a model take turns in short blocks in one process (`bench.turns`:
-baseline, level 2, level 4, baseline, ...), each timed on its thread's CPU clock; each level's value per
-block is its block over the mean of the two baseline blocks around it, and `bench.verdict` reports the
+The baseline and the PC levels of a model take turns in short blocks in one process, behind a pacer (a copy
+of the baseline) in the first place (`bench.turns`: pacer, baseline, level 2, level 4; pacer, level 4,
+level 2, baseline; ...), each timed on its thread's CPU clock; each level's value per block is its block
+over the baseline's block of the same round, and `bench.verdict` reports the
 median with its 95 % interval (noisy when wider than +-3 %, implausible when PC measures faster than the
 baseline). The issue's target: level 4 at tiny_x4 within 5 points of its analytic FLOPs ratio; merged
 inference <= 1.02x.
@@ -15,7 +16,7 @@ import torch
 from omegaconf import OmegaConf
 
 from lit_modules.bench.steps import bench_config, lightning_workload
-from lit_modules.bench.turns import block_ratios, interleave, loop_workload, off_thread_share, per_step
+from lit_modules.bench.turns import first_place_effect, interleave, loop_workload, off_thread_share, per_step, round_ratios
 from lit_modules.bench.verdict import Ratio, Target
 from lit_modules.build import build_model, build_techniques
 from lit_modules.techniques.pc_layer.cost import pc_step_flops
@@ -45,7 +46,7 @@ def workloads(base: list[str]) -> dict:
 
 
 def training_results(model: str, base: list[str], blocks: dict, block_steps: int) -> tuple[list[Ratio], dict, list[dict]]:
-    """From interleaved blocks (`blocks["baseline"]`, `blocks["level<k>"]`): per level the step-time ratio
+    """From blocks interleaved behind a pacer (`blocks["baseline"]`, `blocks["level<k>"]`): per level the step-time ratio
     over the baseline, the derived excess over the math (`pc_excess_over_math_<model>_level<k>`, points)
     and a descriptive row."""
     ratios, derived, rows = [], {}, []
@@ -53,9 +54,9 @@ def training_results(model: str, base: list[str], blocks: dict, block_steps: int
     for level in LEVELS:
         name = f"level{level}"
         analytic = analytic_ratio(base, level)
-        ratio = Ratio(f"pc_{model}_level{level}_vs_baseline", block_ratios(blocks["baseline"], blocks[name]),
+        ratio = Ratio(f"pc_{model}_level{level}_vs_baseline", round_ratios(blocks["baseline"], blocks[name]),
                       at_least=1.0, clock="thread",
-                      wall=block_ratios(blocks["baseline"], blocks[name], clock="wall"))
+                      wall=round_ratios(blocks["baseline"], blocks[name], clock="wall"))
         ratios.append(ratio)
         key = f"pc_excess_over_math_{model}_level{level}"
         target = EXCESS_TARGETS.get((model, level))
@@ -79,7 +80,8 @@ def training_ratios(models: list[str], blocks: int, block_steps: int, warmup: in
     ratios, derived, rows = [], {}, []
     for model in models:
         base = [f"model={model}", *extra]
-        timed = interleave({"baseline": lightning_workload(base), **workloads(base)}, blocks, block_steps, warmup)
+        timed = interleave({"baseline": lightning_workload(base), **workloads(base)}, blocks, block_steps, warmup,
+                           pacer=lightning_workload(base))
         r, d, w = training_results(model, base, timed, block_steps)
         ratios, rows = ratios + r, rows + w
         derived.update(d)
@@ -97,9 +99,9 @@ def _forward(model: torch.nn.Module, x: torch.Tensor):
 def inference_ratios(model_name: str, blocks: int, block_steps: int = 5, warmup: int = 2, level: int = 4,
                      extra: list[str] = ()) -> tuple[list[Ratio], list[dict]]:
     """Forward time of the merged PC model and of the unmerged one, each over the plain baseline's, in
-    interleaved blocks of `block_steps` forwards; and of the plain model itself in a later turn
-    (`pc_plain_again_inference_vs_plain`, an A/A control: the same model object, so any distance from 1 is
-    the measurement's, e.g. the reference's first place in the turns, which read 1.03-1.05 fast in A/A runs)."""
+    interleaved blocks of `block_steps` forwards behind a pacer (the plain model in the first place); and of
+    the plain model itself in another place (`pc_plain_again_inference_vs_plain`, an A/A control: the same
+    model object, so any distance from 1 is the measurement's; with the reference first it read 1.03-1.05)."""
     base = [f"model={model_name}", *extra]
     cfg = bench_config([*base, f"pc_layer=level{level}"], 10)
     baseline, _ = build_model(bench_config(base, 10), [])
@@ -108,15 +110,17 @@ def inference_ratios(model_name: str, blocks: int, block_steps: int = 5, warmup:
     merge_pc(merged)
     models = {"baseline": baseline.eval(), "plain_again": baseline, "merged": merged.eval(), "unmerged": unmerged.eval()}
     x = torch.randint(0, cfg.model.vocab_size, (cfg.data.batch_size, cfg.data.seq_len))
-    timed = interleave({name: loop_workload(_forward(m, x)) for name, m in models.items()}, blocks, block_steps, warmup)
-    ratios = [Ratio(f"pc_{name}_inference_vs_plain", block_ratios(timed["baseline"], timed[name]),
+    timed = interleave({name: loop_workload(_forward(m, x)) for name, m in models.items()}, blocks, block_steps, warmup,
+                       pacer=loop_workload(_forward(baseline, x)))
+    ratios = [Ratio(f"pc_{name}_inference_vs_plain", round_ratios(timed["baseline"], timed[name]),
                     at_least=None if name == "plain_again" else 1.0,
                     clock="thread",
                     target=MERGED_TARGET if name == "merged" else None,
-                    wall=block_ratios(timed["baseline"], timed[name], clock="wall"))
+                    wall=round_ratios(timed["baseline"], timed[name], clock="wall"))
               for name in ("merged", "unmerged", "plain_again")]
+    first_place = first_place_effect(timed, "baseline")
     rows = [{"bench": "pc_inference", "variant": f"{model_name}_level{level}_{r.key.removeprefix('pc_').split('_inference')[0]}",
              "clock": "thread",
              "ratio_vs_baseline": r.median, "interval_95": r.interval, "batch": list(x.shape), "blocks": blocks,
-             "forwards_per_block": block_steps} for r in ratios]
+             "forwards_per_block": block_steps, "reference_vs_first_place": first_place} for r in ratios]
     return ratios, rows

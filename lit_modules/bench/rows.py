@@ -11,15 +11,15 @@ import statistics
 
 from lit_modules.bench.settings import SHAPE_TARGET, TARGETS, WISCA_PERIOD, Settings
 from lit_modules.bench.steps import bench_config, callback_shares, lightning_workload, plain_workload
-from lit_modules.bench.turns import block_ratios, interleave, loop_workload, off_thread_share, per_step
+from lit_modules.bench.turns import first_place_effect, interleave, loop_workload, off_thread_share, per_step, round_ratios
 from lit_modules.bench.verdict import Ratio
 from lit_modules.build import build_data, build_model
 from lit_modules.config import files
 
 
 def _thread_ratio(key: str, reference: list, variant: list, invert: bool = False, **kwargs) -> Ratio:
-    return Ratio(key, block_ratios(reference, variant, invert=invert), clock="thread", target=TARGETS.get(key),
-                 wall=block_ratios(reference, variant, clock="wall", invert=invert), **kwargs)
+    return Ratio(key, round_ratios(reference, variant, invert=invert), clock="thread", target=TARGETS.get(key),
+                 wall=round_ratios(reference, variant, clock="wall", invert=invert), **kwargs)
 
 
 def _median_step(blocks: list, block_steps: int) -> float:
@@ -28,7 +28,7 @@ def _median_step(blocks: list, block_steps: int) -> float:
 
 def lightning_rows(base: list[str], s: Settings, steps: int, ratios: list, rows: list) -> None:
     timed = interleave({"plain": plain_workload(base), "lightning": lightning_workload(base)},
-                       s.blocks, s.block_steps, s.warmup)
+                       s.blocks, s.block_steps, s.warmup, pacer=plain_workload(base))
     ratio = _thread_ratio("lightning_speed_vs_plain", timed["plain"], timed["lightning"], invert=True, at_most=1.0)
     ratios.append(ratio)
     rows.append({"bench": "lightning_vs_plain", "variant": base[0], "clock": "thread",
@@ -36,6 +36,7 @@ def lightning_rows(base: list[str], s: Settings, steps: int, ratios: list, rows:
                  "lightning_s_per_step": _median_step(timed["lightning"], s.block_steps),
                  "speed_vs_plain": ratio.median, "interval_95": ratio.interval,
                  "off_thread_share": off_thread_share(timed["lightning"]),
+                 "reference_vs_first_place": first_place_effect(timed, "plain"),
                  "callback_shares_of_step": callback_shares(base, max(steps, s.warmup + 2), warmup=s.warmup)})
 
 
@@ -65,13 +66,13 @@ def model_rows(models: list[str], s: Settings, flops: bool, pc: bool, ratios: li
             from lit_modules.bench import pc_layer_rows as pc_bench
 
             workloads.update(pc_bench.workloads(mbase))
-        timed = interleave(workloads, s.blocks, s.block_steps, s.warmup)
+        timed = interleave(workloads, s.blocks, s.block_steps, s.warmup, pacer=lightning_workload(mbase))
         if flops:
             scale = analytic / gemm_flops  # 1: the matmuls are the analytic count (tested)
             key = f"shape_rate_fraction_{model}"
-            fraction = Ratio(key, tuple(r * scale for r in block_ratios(timed["baseline"], timed["gemms"])),
+            fraction = Ratio(key, tuple(r * scale for r in round_ratios(timed["baseline"], timed["gemms"])),
                              clock="thread", target=SHAPE_TARGET,
-                             wall=tuple(r * scale for r in block_ratios(timed["baseline"], timed["gemms"], clock="wall")))
+                             wall=tuple(r * scale for r in round_ratios(timed["baseline"], timed["gemms"], clock="wall")))
             ratios.append(fraction)
             step_s = _median_step(timed["baseline"], s.block_steps)
             gemm_s = _median_step(timed["gemms"], s.block_steps)
@@ -80,6 +81,7 @@ def model_rows(models: list[str], s: Settings, flops: bool, pc: bool, ratios: li
                          "flops_per_token": analytic / (batch * seq_len), "step_s": step_s, "gemms_s": gemm_s, **rates,
                          "shape_rate_fraction": fraction.median, "interval_95": fraction.interval,
                          "off_thread_share": off_thread_share(timed["baseline"]),
+                         "reference_vs_first_place": first_place_effect(timed, "baseline"),
                          "where_the_step_goes": fl.step_profile(mbase, steps=2 if s.block_steps < 5 else 4,
                                                                 warmup=min(3, s.warmup))})
         if pc:
@@ -91,10 +93,11 @@ def model_rows(models: list[str], s: Settings, flops: bool, pc: bool, ratios: li
 
 def technique_rows(name: str, key: str, extra: list[str], base: list[str], s: Settings, ratios: list, rows: list) -> None:
     timed = interleave({"baseline": lightning_workload(base), name: lightning_workload([*base, *extra])},
-                       s.blocks, s.block_steps, s.warmup)
+                       s.blocks, s.block_steps, s.warmup, pacer=lightning_workload(base))
     raw = _thread_ratio(key, timed["baseline"], timed[name], at_least=1.0)
     row = {"bench": name, "variant": " ".join(extra), "clock": "thread", "blocks": s.blocks, "block_steps": s.block_steps,
-           "off_thread_share": off_thread_share(timed[name])}
+           "off_thread_share": off_thread_share(timed[name]),
+           "reference_vs_first_place": first_place_effect(timed, "baseline")}
     if name == "wisca":
         # One transition per block (every_n_steps = block_steps, blocks aligned on it), scaled to one per
         # 250 steps: WISCA adds no other per-step work (its callback returns at once between transitions).
@@ -134,13 +137,18 @@ def eval_rows(base: list[str], s: Settings, ratios: list, rows: list) -> None:
     single = LiveLM(model, data.tokenizer, batch_size=1, device="cpu")
     # A batched path that scores differently from one request at a time is a wrong answer, not a speed-up.
     identical = batched.loglikelihood(requests) == [single.loglikelihood([r])[0] for r in requests]
-    timed = interleave({"single": loop_workload(lambda: [single.loglikelihood([r]) for r in requests]),
-                        "batched": loop_workload(lambda: batched.loglikelihood(requests))}, s.eval_blocks, 1, 1)
+    def one_at_a_time() -> None:
+        for request in requests:
+            single.loglikelihood([request])
+
+    timed = interleave({"single": loop_workload(one_at_a_time), "batched": loop_workload(lambda: batched.loglikelihood(requests))},
+                       s.eval_blocks, 1, 1, pacer=loop_workload(one_at_a_time))
     notes = () if identical else ("batched scores differ from one-at-a-time scores",)
     ratio = _thread_ratio("eval_batched_vs_single", timed["single"], timed["batched"], invert=True, notes=notes)
     ratios.append(ratio)
     rows.append({"bench": "eval_adapter", "variant": base[0], "clock": "thread", "n_requests": s.eval_requests,
                  "batch_size": 16, "identical": identical, "speedup": ratio.median, "interval_95": ratio.interval,
+                 "reference_vs_first_place": first_place_effect(timed, "single"),
                  "single_rps": s.eval_requests / _median_step(timed["single"], 1),
                  "batched_rps": s.eval_requests / _median_step(timed["batched"], 1)})
 

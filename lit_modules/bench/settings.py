@@ -4,8 +4,8 @@ model, data and threads.
 Timed tests are banned (shared, noisy machines); ratios measured side by side are what we report.
 Single-threaded rows (one torch thread) time the **CPU time of the thread** (`time.thread_time`: steal
 time from other guests and other processes do not count), next to wall time: both sides of a ratio take
-turns in short blocks, many times (A B A B ... A, `bench.turns`), each block over the mean of its
-reference's blocks on either side. Rows that span processes (two sweep workers) or wait on files (a cell's
+turns in short blocks, many times, behind a pacer in the first place (P A B, P B A, ..., `bench.turns`: the
+first place reads a few percent fast), each block over its reference's block of the same round. Rows that span processes (two sweep workers) or wait on files (a cell's
 fixed cost) use **wall** time, over repeats. Each row is reported as its median and a distribution-free
 95 % interval for the median (order statistics, `bench.verdict`); a row is a figure when that interval is
 within +-3 %, and bench_results/bench.json's `noisy` lists the rows that are not. The issue's targets are

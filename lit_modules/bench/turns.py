@@ -4,14 +4,23 @@ Each workload (a Lightning fit, the plain loop, a forward pass, the matmuls of a
 thread, and only one thread runs at a time: a workload calls `hook(step)` at the start of every step, and
 at every `block_steps`-th step after `warmup` the hook closes the workload's block and hands the turn on.
 The order is setup (each workload builds and warms up on its own turn), then A B C ... A B C ... A: the
-reference (the first workload) gets one block more, so every other block sits between two of its blocks
-and `block_ratios` divides it by their mean (a linear drift of the machine cancels). Every block starts
-right after a switch, so what a switch costs (cold caches) weighs on all sides alike.
+first workload gets one block more, so every other block sits between two of its blocks and `block_ratios`
+divides it by their mean (a linear drift of the machine cancels). Every block starts right after a switch,
+so what a switch costs (cold caches) weighs on all sides alike.
+
+The first place reads a few percent fast: the same model object timed against itself read 1.03-1.05 with
+the reference first, while two workloads in later places agreed with each other (an A/A test, issue 27).
+So a comparison takes a `pacer` (a copy of the reference) into the first place, and the workloads it
+compares follow it in later places, forward in even rounds and reversed in odd ones (P A B, P B A, ...):
+`round_ratios` divides each block by the reference's block of the same round, so the first place's bias
+falls on the pacer alone and a linear drift within a round cancels over pairs of rounds.
 
 Each block is timed on three clocks (`Clocks`): the thread's CPU time (`time.thread_time`, the figure of
 single-threaded rows), wall time and the process's CPU time. The waiting threads are blocked, so a
 process CPU time well above the thread's means the work left the timing thread (e.g. intra-op threads):
-`off_thread_share` reports it and the rows name it.
+`off_thread_share` reports it and the rows name it. Each workload's thread first sets torch's thread count
+to the caller's: a new Python thread's matmuls otherwise ran on every core (MKL's default, whatever
+`torch.get_num_threads()` said), half their CPU time off the timing thread (the SGEMM peak read 2x).
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
+
+import torch
 
 Hook = Callable[[int], None]
 # run(hook, steps): do `steps` steps, calling hook(step) at the start of each (step = 0, 1, ..., steps - 1)
@@ -65,10 +76,19 @@ def steps_needed(warmup: int, block_steps: int, blocks: int) -> int:
     return warmup + blocks * block_steps + 1
 
 
-def interleave(workloads: dict[str, Workload], blocks: int, block_steps: int, warmup: int) -> dict[str, list[Clocks]]:
-    """name -> its blocks' Clocks (the first workload, the reference: blocks + 1, the others: blocks)."""
+PACER = "pacer"
+
+
+def interleave(workloads: dict[str, Workload], blocks: int, block_steps: int, warmup: int,
+               pacer: Workload | None = None) -> dict[str, list[Clocks]]:
+    """name -> its blocks' Clocks (the first workload: blocks + 1, the others: blocks). With a `pacer`, it
+    takes the first place (returned as "pacer") and the workloads follow, reversed in odd rounds."""
     if blocks < 1 or block_steps < 1 or warmup < 0:
         raise ValueError("interleave needs blocks >= 1, block_steps >= 1 and warmup >= 0")
+    if pacer is not None:
+        if PACER in workloads:
+            raise ValueError(f"a workload may not be called '{PACER}' when a pacer takes the first place")
+        workloads = {PACER: pacer, **workloads}
     cond = threading.Condition()
     state = {"turn": None, "abort": False}
     names = list(workloads)
@@ -101,8 +121,11 @@ def interleave(workloads: dict[str, Workload], blocks: int, block_steps: int, wa
 
         return hook
 
+    threads = torch.get_num_threads()
+
     def body(worker: _Worker) -> None:
         try:
+            torch.set_num_threads(threads)  # per thread: MKL's count in a new thread is not the caller's
             wait_for_turn(worker)
             worker.run(hook_of(worker), worker.steps)
             if len(worker.blocks) < worker.needed:
@@ -134,8 +157,10 @@ def interleave(workloads: dict[str, Workload], blocks: int, block_steps: int, wa
     try:
         for name in names:  # setup and warmup, one at a time
             give(workers[name])
-        for _ in range(blocks):
-            for name in names:
+        followers = names[1:]
+        for round_index in range(blocks):
+            order = followers if pacer is None or round_index % 2 == 0 else followers[::-1]
+            for name in [names[0], *order]:
                 give(workers[name])
         give(workers[names[0]])
     except BaseException:
@@ -161,6 +186,25 @@ def block_ratios(reference: list[Clocks], variant: list[Clocks], clock: str = "t
         value = block.on(clock) / around
         out.append(1.0 / value if invert else value)
     return tuple(out)
+
+
+def round_ratios(reference: list[Clocks], variant: list[Clocks], clock: str = "thread",
+                 invert: bool = False) -> tuple[float, ...]:
+    """variant block i over the reference's block i, both behind a pacer in round i (`interleave(...,
+    pacer=...)`); `invert`: the reference's over the variant's (a speed instead of a cost)."""
+    if len(reference) != len(variant):
+        raise ValueError("behind a pacer every compared workload has one block per round")
+    out = []
+    for ref, block in zip(reference, variant):
+        value = block.on(clock) / ref.on(clock)
+        out.append(1.0 / value if invert else value)
+    return tuple(out)
+
+
+def first_place_effect(timed: dict[str, list[Clocks]], reference: str, clock: str = "thread") -> float:
+    """Median of the reference's blocks over the pacer's around them: what the first place is worth (the
+    pacer is a copy of the reference, so 1.0 is no effect; 1.04 reads the first place 4% fast)."""
+    return statistics.median(block_ratios(timed[PACER], timed[reference], clock=clock))
 
 
 def per_step(blocks: list[Clocks], block_steps: int, clock: str = "thread") -> list[float]:

@@ -1,7 +1,7 @@
 """From timed blocks to a figure the bench can stand behind, or a loud "noisy".
 
 Every quantity is measured many times, in short blocks interleaved with the blocks of what it is compared
-with (`bench.turns`: A B A B ... A, each ratio a B block over the mean of the A blocks on either side of it),
+with (`bench.turns`: P A B, P B A, ... behind a pacer, each ratio a B block over the A block of its round),
 and reported as the **median** of those values with a **95 % interval for the median**. The interval is
 distribution-free, from order statistics: with the n values sorted, [x_(k), x_(n+1-k)] where k is the
 largest rank with P(Binomial(n, 1/2) < k) <= 2.5 % (so it covers the true median with at least 95 %

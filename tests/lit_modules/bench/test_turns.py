@@ -11,10 +11,12 @@ import pytest
 from lit_modules.bench.turns import (
     Clocks,
     block_ratios,
+    first_place_effect,
     interleave,
     loop_workload,
     off_thread_share,
     per_step,
+    round_ratios,
     steps_needed,
 )
 
@@ -89,3 +91,61 @@ def test_loop_workload_calls_the_hook_before_every_step():
     run = loop_workload(lambda: calls.append("step"))
     run(lambda step: calls.append(f"hook{step}"), 2)
     assert calls == ["hook0", "step", "hook1", "step"]
+
+
+def test_a_pacer_takes_the_first_place_and_the_others_alternate_behind_it():
+    log: list[str] = []
+
+    def recording(name: str):
+        def run(hook, steps):
+            for step in range(steps):
+                hook(step)
+                log.append(name)
+
+        return run
+
+    timed = interleave({"a": recording("a"), "b": recording("b"), "c": recording("c")}, blocks=4, block_steps=1,
+                       warmup=1, pacer=recording("p"))
+    assert {k: len(v) for k, v in timed.items()} == {"pacer": 5, "a": 4, "b": 4, "c": 4}
+    turns = [log[0]] + [n for prev, n in zip(log, log[1:]) if n != prev]
+    # setup p a b c (a warmup step each), then rounds p a b c / p c b a / ..., the pacer's last block; no
+    # compared workload is ever first, and each is as often before as after each other one.
+    assert turns[:4] == ["p", "a", "b", "c"]
+    rounds = turns[4:]
+    assert rounds[:8] == ["p", "a", "b", "c", "p", "c", "b", "a"]
+    assert rounds[8:16] == rounds[:8] and rounds[16:] == ["p"]
+    with pytest.raises(ValueError, match="may not be called 'pacer'"):
+        interleave({"pacer": recording("x")}, blocks=2, block_steps=1, warmup=0, pacer=recording("p"))
+
+
+def test_round_ratios_divide_by_the_reference_block_of_the_same_round():
+    ref = [Clocks(1.0, 2.0, 1.0), Clocks(2.0, 4.0, 2.0)]
+    var = [Clocks(3.0, 1.0, 3.0), Clocks(1.0, 8.0, 1.0)]
+    assert round_ratios(ref, var) == (3.0, 0.5)
+    assert round_ratios(ref, var, clock="wall") == (0.5, 2.0)
+    assert round_ratios(ref, var, invert=True) == (1 / 3.0, 2.0)
+    with pytest.raises(ValueError, match="one block per round"):
+        round_ratios(ref, var[:1])
+
+
+def test_the_first_place_effect_is_the_reference_over_the_pacer_around_it():
+    pacer = [Clocks(1.0, 1.0, 1.0), Clocks(1.0, 1.0, 1.0), Clocks(1.0, 1.0, 1.0)]
+    # the same work in a later place taking 4% longer on the thread clock reads 1.04
+    timed = {"pacer": pacer, "ref": [Clocks(1.04, 1.0, 1.04), Clocks(1.04, 1.0, 1.04)]}
+    assert first_place_effect(timed, "ref") == pytest.approx(1.04)
+    assert first_place_effect(timed, "ref", clock="wall") == pytest.approx(1.0)
+
+
+def test_a_workloads_matmuls_stay_on_its_own_thread():
+    """The caller's torch thread count holds in each workload's thread (a new thread's MKL otherwise used
+    every core, and the thread clock saw half the work): the CPU time is the timing thread's."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a = torch.randn(512, 512)
+        timed = interleave({"mm": loop_workload(lambda: [a @ a for _ in range(4)])}, blocks=3, block_steps=2, warmup=1)
+    finally:
+        torch.set_num_threads(before)
+    assert off_thread_share(timed["mm"]) < 0.2
