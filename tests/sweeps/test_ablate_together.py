@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lit_modules.config.composition import sweep_forms
-from sweeps.ablate import cell_overrides, parse_args, read_grid, run_together
+from sweeps.ablate import cell_overrides, launch_wide_overrides, parse_args, read_grid, run_together
 from sweeps.ablate import main as ablate_main
 from tests.helpers.runs import all_runs
 
@@ -67,6 +67,14 @@ def test_the_cell_list_is_the_basic_sweepers_order() -> None:
     assert cells[1] == ["+arm=smoke/baseline", "seed=0", "x=1", "optim.lr=0.003"]
     assert cells[2][:2] == ["+arm=smoke/baseline", "seed=1"] and cells[4][0] == "+arm=smoke/no_decay"
     assert len(cells) == 8
+
+
+def test_runs_dir_and_hydra_settings_are_the_launchs_not_the_cells() -> None:
+    grid = parse_args(["experiment=smoke", "arms=baseline", "seeds=0", "runs_dir=elsewhere", "hydra.job.chdir=false", "x=1"])
+    read_grid(grid)
+    assert cell_overrides(grid) == [["+arm=smoke/baseline", "seed=0", "x=1"]]
+    assert grid.runs_dir == "elsewhere"  # on the command line once, from grid.runs_dir
+    assert launch_wide_overrides(grid) == ["hydra.job.chdir=false"]
 
 
 BASE = ["experiment=smoke", "trainer.max_steps=4", "report=false"]
