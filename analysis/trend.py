@@ -82,7 +82,8 @@ def fit_trend(n_params: list[float], effects: list[float], ses: list[float], cla
 def _direction(at_large: float, claimed: int) -> str:
     if claimed == 0:
         return "the paper claims no effect"
+    # The line's value, not the largest rung's measured effect (the two can differ in sign): say which.
     if at_large == 0:
-        return "zero at the largest rung"
+        return "fitted line zero at the largest rung"
     same = (at_large < 0) == (claimed < 0)
-    return f"{'in' if same else 'against'} the claimed direction at the largest rung"
+    return f"fitted line {'in' if same else 'against'} the claimed direction at the largest rung"

@@ -23,7 +23,7 @@ def test_three_rungs_with_effects_exactly_linear_in_log_n_give_that_slope() -> N
     _, cov = np.polyfit(np.log(SIZES), effects, 1, w=1 / np.array(ses), cov="unscaled")
     assert (trend.high - trend.low) / 2 == pytest.approx(Z95 * math.sqrt(cov[0, 0]), rel=1e-9)
     assert trend.high < 0 and trend.statement == GROWS
-    assert trend.direction == "in the claimed direction at the largest rung"
+    assert trend.direction == "fitted line in the claimed direction at the largest rung"
 
 
 def test_two_rungs_are_not_a_trend() -> None:
@@ -42,10 +42,14 @@ def test_the_statement_reads_the_size_of_the_effect_and_its_sign_against_the_cla
     ses = [0.001] * 3
     # A benefit fading toward 0 with N: |effect| shrinks (still in the claimed direction at the top).
     fading = fit_trend(SIZES, [-0.04, -0.03, -0.02], ses, claimed=-1)
-    assert fading.statement == SHRINKS and fading.direction.startswith("in the claimed")
+    assert fading.statement == SHRINKS and fading.direction.startswith("fitted line in the claimed")
     # A harm growing with N: |effect| grows, against the claimed direction.
     harm = fit_trend(SIZES, [0.01, 0.02, 0.03], ses, claimed=-1)
-    assert harm.statement == GROWS and harm.direction.startswith("against the claimed")
+    assert harm.statement == GROWS and harm.direction.startswith("fitted line against the claimed")
+    # The direction reads the fitted line at the largest rung, which can have the other sign than that rung's
+    # measured effect (+0.002 here, the line below 0 there): it says so.
+    scattered = fit_trend(SIZES, [0.02, -0.013, 0.002], [0.014, 0.015, 0.008], claimed=-1)
+    assert scattered.direction == "fitted line in the claimed direction at the largest rung"
     # The line crosses 0 between the rungs.
     assert fit_trend(SIZES, [-0.02, 0.0, 0.02], ses, claimed=-1).statement == CHANGES_SIGN
     assert fit_trend(SIZES, [-0.02, 0.0, 0.02], ses, claimed=0).direction == "the paper claims no effect"
