@@ -190,7 +190,8 @@ def cell_overrides(grid: Grid) -> list[list[str]]:
 
 def launch_wide_overrides(grid: Grid) -> list[str]:
     """Hydra's settings for the multirun's command line (runs_dir goes there from `grid.runs_dir`, once)."""
-    return [o for o in sweep_forms(grid.overrides)[0] if _launch_wide(o) and not o.lstrip("+~").startswith("runs_dir=")]
+    return [o for o in sweep_forms(grid.overrides)[0]
+            if _launch_wide(o) and not o.lstrip("+~").startswith("runs_dir=")]
 
 
 def launch_overrides(grid: Grid, threads: int | None, gpu_cells: bool = False, cells: int | None = None) -> list[str]:

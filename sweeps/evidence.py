@@ -47,7 +47,8 @@ SPEC_DIR = files.group_dir("evidence")  # driver specs (a test points this at it
 REPO = files.CONF_DIR.parent
 
 
-STAGES = ("headline", "below", "scale")  # run in this order: the primary pairs at tiny; the smaller rungs and secondary arms; 4x
+# Run in this order: the primary pairs at tiny; the smaller rungs and secondary arms; the 4x rung.
+STAGES = ("headline", "below", "scale")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ import torch
 from omegaconf import OmegaConf
 
 from lit_modules.bench.steps import bench_config, lightning_workload
-from lit_modules.bench.turns import first_place_effect, interleave, loop_workload, off_thread_share, per_step, round_ratios
+from lit_modules.bench.turns import (first_place_effect, interleave, loop_workload, off_thread_share, per_step,
+                                      round_ratios)
 from lit_modules.bench.verdict import Ratio, Target
 from lit_modules.build import build_model, build_techniques
 from lit_modules.techniques.pc_layer.cost import pc_step_flops

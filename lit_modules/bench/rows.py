@@ -11,7 +11,8 @@ import statistics
 
 from lit_modules.bench.settings import SHAPE_TARGET, TARGETS, WISCA_PERIOD, Settings
 from lit_modules.bench.steps import bench_config, callback_shares, lightning_workload, plain_workload
-from lit_modules.bench.turns import first_place_effect, interleave, loop_workload, off_thread_share, per_step, round_ratios
+from lit_modules.bench.turns import (first_place_effect, interleave, loop_workload, off_thread_share, per_step,
+                                      round_ratios)
 from lit_modules.bench.verdict import Ratio
 from lit_modules.build import build_data, build_model
 from lit_modules.config import files
@@ -137,11 +138,15 @@ def eval_rows(base: list[str], s: Settings, ratios: list, rows: list) -> None:
     single = LiveLM(model, data.tokenizer, batch_size=1, device="cpu")
     # A batched path that scores differently from one request at a time is a wrong answer, not a speed-up.
     identical = batched.loglikelihood(requests) == [single.loglikelihood([r])[0] for r in requests]
+
     def one_at_a_time() -> None:
         for request in requests:
             single.loglikelihood([request])
 
-    timed = interleave({"single": loop_workload(one_at_a_time), "batched": loop_workload(lambda: batched.loglikelihood(requests))},
+    def all_batched() -> None:
+        batched.loglikelihood(requests)
+
+    timed = interleave({"single": loop_workload(one_at_a_time), "batched": loop_workload(all_batched)},
                        s.eval_blocks, 1, 1, pacer=loop_workload(one_at_a_time))
     notes = () if identical else ("batched scores differ from one-at-a-time scores",)
     ratio = _thread_ratio("eval_batched_vs_single", timed["single"], timed["batched"], invert=True, notes=notes)
