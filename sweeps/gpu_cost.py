@@ -23,6 +23,8 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.config.memory import GIB
 from lit_modules.config.validate import validated
 from lit_modules.plan.gpu_plan import GpuPlan, plan_gpu_run
+from analysis.claims import split_arm
+from analysis.trend_report import is_rung
 from sweeps.evidence import EvidenceSpec, known_papers, load_spec
 
 VERB = Verb(
@@ -59,18 +61,29 @@ def plan_of(overrides: list[str], gpu: str, devices: int, mfu: str) -> tuple[Gpu
     return plan_gpu_run(checked.config, checked.budget), checked.budget
 
 
+def at_recipe_size(arm: str) -> str:
+    """The arm a headline cell is on a GPU recipe: a size rung's (`tpp140_wd0.3@x0.5`) model is a CPU-scale
+    economy, and the recipe sets the size, so the rung's cells are its family arm's."""
+    family, variant = split_arm(arm)
+    return family if variant and is_rung(variant) else arm
+
+
 def protocol_cells(spec: EvidenceSpec, recipe: str, gpu: str, devices: int, mfu: str) -> list[Cell]:
     seeds: dict[str, int] = {}  # arm -> its cells: test seeds, plus grid x tuning seeds for a tuned arm
     headline = spec.in_stages(["headline"])
+
+    def add(arm: str, n: int) -> None:
+        seeds[at_recipe_size(arm)] = seeds.get(at_recipe_size(arm), 0) + n
+
     for block in headline.blocks:
         for arm in block.arms:
-            seeds[arm] = seeds.get(arm, 0) + len(block.seeds)
+            add(arm, len(block.seeds))
     for tuning in headline.lr_tuning:
         for arm in tuning.arms:
-            seeds[arm] = seeds.get(arm, 0) + len(tuning.grid) * len(tuning.tuning_seeds)
+            add(arm, len(tuning.grid) * len(tuning.tuning_seeds))
     if headline.finetune_lr_tuning is not None:  # one pre-trained base per tuning seed (its fine-tunes: not counted)
         for arm in headline.finetune_lr_tuning.arms:
-            seeds[arm] = seeds.get(arm, 0) + len(headline.finetune_lr_tuning.tuning_seeds)
+            add(arm, len(headline.finetune_lr_tuning.tuning_seeds))
     cells = []
     for arm, n in seeds.items():
         # Any seed: the cells of an arm cost the same.
