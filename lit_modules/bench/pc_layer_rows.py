@@ -6,17 +6,20 @@ of the baseline) in the first place (`bench.turns`: pacer, baseline, level 2, le
 level 2, baseline; ...), each timed on its thread's CPU clock; each level's value per block is its block
 over the baseline's block of the same round, and `bench.verdict` reports the
 median with its 95 % interval (noisy when wider than +-3 %, implausible when PC measures faster than the
-baseline). The issue's target: level 4 at tiny_x4 within 5 points of its analytic FLOPs ratio; merged
-inference <= 1.02x.
+baseline). The inference rows repeat their interleave in fresh processes (`bench.fresh`). The issue's
+target: level 4 at tiny_x4 within 5 points of its analytic FLOPs ratio; merged inference <= 1.02x.
 """
 
 from __future__ import annotations
 
+import statistics
+
 import torch
 from omegaconf import OmegaConf
 
+from lit_modules.bench.fresh import in_fresh_process
 from lit_modules.bench.steps import bench_config, lightning_workload
-from lit_modules.bench.turns import (first_place_effect, interleave, loop_workload, off_thread_share, per_step,
+from lit_modules.bench.turns import (Clocks, first_place_effect, interleave, loop_workload, off_thread_share, per_step,
                                       round_ratios)
 from lit_modules.bench.verdict import Ratio, Target
 from lit_modules.build import build_model, build_techniques
@@ -97,12 +100,11 @@ def _forward(model: torch.nn.Module, x: torch.Tensor):
     return step
 
 
-def inference_ratios(model_name: str, blocks: int, block_steps: int = 5, warmup: int = 2, level: int = 4,
-                     extra: list[str] = ()) -> tuple[list[Ratio], list[dict]]:
-    """Forward time of the merged PC model and of the unmerged one, each over the plain baseline's, in
-    interleaved blocks of `block_steps` forwards behind a pacer (the plain model in the first place); and of
-    the plain model itself in another place (`pc_plain_again_inference_vs_plain`, an A/A control: the same
-    model object, so any distance from 1 is the measurement's; with the reference first it read 1.03-1.05)."""
+def inference_blocks(model_name: str, blocks: int, block_steps: int, warmup: int, level: int, extra: list[str],
+                     threads: int) -> tuple[dict[str, list[Clocks]], list[int]]:
+    """One interleave of the forwards on models built here (one repeat, run in a fresh process): the blocks
+    by workload, and the batch's shape."""
+    torch.set_num_threads(threads)
     base = [f"model={model_name}", *extra]
     cfg = bench_config([*base, f"pc_layer=level{level}"], 10)
     baseline, _ = build_model(bench_config(base, 10), [])
@@ -113,15 +115,37 @@ def inference_ratios(model_name: str, blocks: int, block_steps: int = 5, warmup:
     x = torch.randint(0, cfg.model.vocab_size, (cfg.data.batch_size, cfg.data.seq_len))
     timed = interleave({name: loop_workload(_forward(m, x)) for name, m in models.items()}, blocks, block_steps, warmup,
                        pacer=loop_workload(_forward(baseline, x)))
-    ratios = [Ratio(f"pc_{name}_inference_vs_plain", round_ratios(timed["baseline"], timed[name]),
+    return timed, list(x.shape)
+
+
+def inference_ratios(model_name: str, blocks: int, block_steps: int = 5, warmup: int = 2, level: int = 4,
+                     extra: list[str] = (), repeats: int = 3) -> tuple[list[Ratio], list[dict]]:
+    """Forward time of the merged PC model and of the unmerged one, each over the plain baseline's, in
+    interleaved blocks of `block_steps` forwards behind a pacer (the plain model in the first place); and of
+    the plain model itself in another place (`pc_plain_again_inference_vs_plain`, an A/A control: the same
+    model object, so any distance from 1 is the measurement's; with the reference first it read 1.03-1.05).
+    Each of `repeats` interleaves runs in a fresh process on models built there (`bench.fresh`): the blocks
+    pool, and the interval spans every repeat's median (one process's A/A read 1.025 where four others read
+    1.002-1.010)."""
+    runs = [in_fresh_process(inference_blocks, model_name, blocks, block_steps, warmup, level, list(extra),
+                             torch.get_num_threads()) for _ in range(repeats)]
+
+    def pooled(name: str, clock: str = "thread") -> tuple[float, ...]:
+        return tuple(v for timed, _ in runs for v in round_ratios(timed["baseline"], timed[name], clock=clock))
+
+    def medians(name: str) -> tuple[float, ...]:
+        return tuple(statistics.median(round_ratios(timed["baseline"], timed[name])) for timed, _ in runs)
+
+    ratios = [Ratio(f"pc_{name}_inference_vs_plain", pooled(name),
                     at_least=None if name == "plain_again" else 1.0,
                     clock="thread",
                     target=MERGED_TARGET if name == "merged" else None,
-                    wall=round_ratios(timed["baseline"], timed[name], clock="wall"))
+                    wall=pooled(name, "wall"), repeats=medians(name) if repeats > 1 else ())
               for name in ("merged", "unmerged", "plain_again")]
-    first_place = first_place_effect(timed, "baseline")
+    first_place = statistics.median(first_place_effect(timed, "baseline") for timed, _ in runs)
     rows = [{"bench": "pc_inference", "variant": f"{model_name}_level{level}_{r.key.removeprefix('pc_').split('_inference')[0]}",
              "clock": "thread",
-             "ratio_vs_baseline": r.median, "interval_95": r.interval, "batch": list(x.shape), "blocks": blocks,
+             "ratio_vs_baseline": r.median, "interval_95": r.interval, "repeat_medians": list(r.repeats),
+             "batch": runs[0][1], "blocks": blocks, "repeats": repeats, "fresh_process_per_repeat": True,
              "forwards_per_block": block_steps, "reference_vs_first_place": first_place} for r in ratios]
     return ratios, rows

@@ -8,6 +8,10 @@ largest rank with P(Binomial(n, 1/2) < k) <= 2.5 % (so it covers the true median
 whatever the blocks' distribution; it exists from n = 6 on, where it is [min, max]). A preempted block or
 two move it by one rank, not by their size.
 
+A row measured in several **repeats** (one interleave each, in a fresh process: `bench.fresh`) pools the
+repeats' blocks and widens the interval to cover every repeat's own median: the blocks of one process cannot
+show what differs between processes, and for forward-only rows that was a few percent (issue 27).
+
 A value is a **figure** when its interval lies within +-3 % of its median (`WIDTH`). It is **noisy**
 (named in bench.json's `noisy`, its median still written) when
 
@@ -94,6 +98,7 @@ class Ratio:
     target: Target | None = None
     notes: tuple[str, ...] = ()  # problems the measurement itself found (e.g. results that disagree)
     wall: tuple[float, ...] = ()  # a thread-clock row's same blocks on the wall clock, reported beside it
+    repeats: tuple[float, ...] = ()  # each repeat's median (samples pool the repeats' blocks); the interval spans them
     width: float = WIDTH
     floor: float = FLOOR
 
@@ -102,6 +107,7 @@ class Ratio:
             raise ValueError(f"{self.key}: nothing was measured")
         object.__setattr__(self, "samples", tuple(float(v) for v in self.samples))
         object.__setattr__(self, "wall", tuple(float(v) for v in self.wall))
+        object.__setattr__(self, "repeats", tuple(float(v) for v in self.repeats))
 
     @property
     def per_repeat(self) -> tuple[float, ...]:
@@ -121,7 +127,11 @@ class Ratio:
 
     @property
     def interval(self) -> tuple[float, float] | None:
-        return median_interval(self.samples)
+        """The pooled blocks' interval for the median, widened to every repeat's median where there are repeats."""
+        pooled = median_interval(self.samples)
+        if pooled is None or not self.repeats:
+            return pooled
+        return min(pooled[0], *self.repeats), max(pooled[1], *self.repeats)
 
     @property
     def half_width(self) -> float:
@@ -154,6 +164,8 @@ class Ratio:
         out = {"median": self.median, "interval_95": list(interval) if interval else None,
                "half_width": self.half_width if interval else None, "n": len(self.samples), "clock": self.clock,
                "min": self.min, "max": self.max, "samples": list(self.samples), "problems": self.problems()}
+        if self.repeats:
+            out["repeat_medians"] = list(self.repeats)
         if self.target is not None:
             out["target"] = self.target.verdict(self.median, interval)
         if self.wall:

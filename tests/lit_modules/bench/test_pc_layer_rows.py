@@ -35,12 +35,16 @@ def test_excess_is_in_points_over_the_analytic_ratio():
 
 
 def test_inference_ratios_time_merged_and_unmerged_against_the_plain_model():
-    ratios, rows = inference_ratios("tiny", blocks=1, block_steps=1, warmup=0, extra=SHORT)
+    ratios, rows = inference_ratios("tiny", blocks=2, block_steps=1, warmup=0, extra=SHORT, repeats=2)
     assert [r.key for r in ratios] == ["pc_merged_inference_vs_plain", "pc_unmerged_inference_vs_plain",
                                        "pc_plain_again_inference_vs_plain"]
     assert [r["variant"] for r in rows] == ["tiny_level4_merged", "tiny_level4_unmerged", "tiny_level4_plain_again"]
     assert ratios[2].target is None  # the A/A control has no target: it says what the turns read for no change
     assert all(math.isfinite(r.median) and r.median > 0 for r in ratios)
+    for ratio, row in zip(ratios, rows):  # two fresh processes: their 2 blocks each pool, each one's median kept
+        assert len(ratio.samples) == 4 and len(ratio.repeats) == 2 and row["repeat_medians"] == list(ratio.repeats)
+        assert ratio.repeats == tuple(sorted(ratio.repeats, key=ratio.repeats.index))
+        assert row["batch"] == [4, 32] and row["fresh_process_per_repeat"]
 
 
 def test_the_tiny_x4_level4_excess_carries_the_issues_target():

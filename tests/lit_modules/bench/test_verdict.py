@@ -121,3 +121,18 @@ def test_summary_holds_medians_the_noisy_keys_and_derived_values_with_their_targ
     assert detail["target"]["passes"] is True and detail["target"]["decided"] is True
     assert summary["eval_batched_vs_single"] == 2.5
     assert summary["noisy"] == ["eval_batched_vs_single"]
+
+
+def test_repeats_widen_the_interval_to_every_repeats_median():
+    """Blocks that agree within one process say nothing about the next: the repeats' medians bound the interval."""
+    blocks = tuple(1.0 + 0.001 * (i % 3) for i in range(30))  # one tight process: +-0.1%
+    alone = Ratio("a_vs_b", blocks)
+    assert alone.problems() == []
+    spread = Ratio("a_vs_b", blocks, repeats=(0.96, 1.001, 1.05))
+    assert spread.interval == (0.96, 1.05)
+    assert spread.median == alone.median
+    assert spread.half_width == pytest.approx((1.05 - alone.median) / alone.median)  # the larger side
+    assert any("wider than +-3%" in p for p in spread.problems())
+    assert spread.summary()["repeat_medians"] == [0.96, 1.001, 1.05]
+    inside = Ratio("a_vs_b", blocks, repeats=(1.0, 1.002))  # repeats within the pooled interval change nothing
+    assert inside.interval == alone.interval
