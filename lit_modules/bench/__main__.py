@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         if "pc" in wanted:
             from lit_modules.bench.pc_layer_rows import inference_ratios
 
-            inf_ratios, inf_rows = inference_ratios(args.model, s.blocks, s.block_steps, extra=s.extra,
+            inf_ratios, inf_rows = inference_ratios(args.model, s.blocks, s.inference_block_steps, extra=s.extra,
                                                   repeats=s.inference_repeats)
             ratios += inf_ratios
             rows += inf_rows

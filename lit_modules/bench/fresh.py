@@ -6,7 +6,8 @@ processes of its own, with the interval of each run far narrower than that sprea
 share whatever the process has accumulated (its allocator's state after a dozen Lightning fits, where the
 tensors landed), so they cannot show it. `in_fresh_process` runs one repeat in a new interpreter (spawned,
 not forked: nothing of the parent's heap comes along), and the rows take the spread of the repeats' medians
-into their interval (`bench.verdict.Ratio.repeats`).
+into their interval (`bench.verdict.Ratio.repeats`). A spawned child imports the caller's main module, so a
+script that calls this needs the `if __name__ == "__main__":` guard (`python -m lit_modules.bench` has it).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ time from other guests and other processes do not count), next to wall time: bot
 turns in short blocks, many times, behind a pacer in the first place (P A B, P B A, ..., `bench.turns`: the
 first place reads a few percent fast), each block over its reference's block of the same round. Rows that span processes (two sweep workers) or wait on files (a cell's
 fixed cost) use **wall** time, over repeats. The forward-only rows (PC inference) repeat their interleave in
-3 fresh processes and their interval spans each repeat's median (`bench.fresh`). Each row is reported as its median and a distribution-free
+3 fresh processes, in blocks of 20 forwards, and their interval spans each repeat's median (`bench.fresh`). Each row is reported as its median and a distribution-free
 95 % interval for the median (order statistics, `bench.verdict`); a row is a figure when that interval is
 within +-3 %, and bench_results/bench.json's `noisy` lists the rows that are not. The issue's targets are
 shown next to the figures (pass/fail); they never fail the bench.
@@ -63,6 +63,9 @@ class Settings:
     eval_blocks: int = 16
     gemm_blocks: int = 20
     inference_repeats: int = 3  # the forward-only rows' interleaves, each in a fresh process (bench.fresh)
+    # Forwards per block of those rows: with 5 the three repeats' A/A medians spread over 1.002-1.022 (and 0.948-0.982
+    # in a whole bench), with 20 over 0.998-1.014 (one run of each, 2026-12-06): a forward is ~4x shorter than a step.
+    inference_block_steps: int = 20
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -101,7 +104,7 @@ def settings_of(args: argparse.Namespace) -> Settings:
         extra = ["data.seq_len=32", "data.batch_size=4", "schedule.warmup_fraction=0.3"]  # MoLS estimates in warmup
         s = Settings(blocks=6, block_steps=2, warmup=2, extra=extra, cell_repeats=2, cell_steps=3, sweep_repeats=1,
                      sweep_trials=2, sweep_extra=["trainer.max_steps=3", *extra], eval_requests=8, eval_blocks=6,
-                     gemm_blocks=6, inference_repeats=1)
+                     gemm_blocks=6, inference_repeats=1, inference_block_steps=2)
         args.models = args.models or "tiny"
     else:
         s = Settings(blocks=20, block_steps=5, warmup=10)
