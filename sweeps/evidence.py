@@ -47,7 +47,8 @@ SPEC_DIR = files.group_dir("evidence")  # driver specs (a test points this at it
 REPO = files.CONF_DIR.parent
 
 
-# Run in this order: the primary pairs at tiny; the smaller rungs and secondary arms; the 4x rung.
+# Run in this order: the primary pairs (at tiny, or at a smaller rung where a pair at tiny would not fit the
+# headline's budget); the smaller rungs and secondary arms; the 4x rung.
 STAGES = ("headline", "below", "scale")
 
 
