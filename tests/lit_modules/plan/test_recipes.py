@@ -13,6 +13,7 @@ from lit_modules.config.validate import validated
 from lit_modules.train import run
 from sweeps.ablate import Grid, read_grid, validate_cells
 from sweeps.evidence import load_spec
+from sweeps.gpu_cost import at_recipe_size
 
 RECIPES = files.options("recipe")
 # The plain presets (CPU-scale steps) and the evidence presets (CPU-scale TPP protocols); wd_plasticity's arms
@@ -51,9 +52,11 @@ def test_a_dry_run_plans_each_recipe_on_an_8_gpu_node(recipe: str, strategy: str
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_paper_preset_composes_with_a_recipe(preset: str) -> None:
     """`make ablate EXP=<preset> ARGS="recipe=llama_271m trainer=gpu dry_run=true"`: every arm validates."""
-    # An evidence preset's @x4 arms are its CPU model ladder (tiny_x4): at GPU scale the recipes are the ladder.
-    headline = ([a for b in load_spec(preset.split("/")[1]).in_stages(["headline"]).blocks for a in b.arms]
-                if preset.startswith("evidence/") else [])
+    # An evidence preset's @x<factor> arms are its CPU model ladder (tiny_x4, tiny_half): at GPU scale the recipes
+    # are the ladder, so a headline rung arm (weight decay's 140-TPP pair at 0.5x) is its family arm at the
+    # recipe's size, as sweeps.gpu_cost prices it.
+    headline = ([at_recipe_size(a) for b in load_spec(preset.split("/")[1]).in_stages(["headline"]).blocks
+                 for a in b.arms] if preset.startswith("evidence/") else [])
     grid = Grid(experiment=preset, arms=[], seeds=[], only_arms=sorted(set(headline)),
                 overrides=["recipe=llama_271m", "trainer=gpu", "dry_run=true"])
     read_grid(grid)
