@@ -73,7 +73,8 @@ def protocol_cells(spec: EvidenceSpec, recipe: str, gpu: str, devices: int, mfu:
     headline = spec.in_stages(["headline"])
 
     def add(arm: str, n: int) -> None:
-        seeds[at_recipe_size(arm)] = seeds.get(at_recipe_size(arm), 0) + n
+        key = at_recipe_size(arm)
+        seeds[key] = seeds.get(key, 0) + n
 
     for block in headline.blocks:
         for arm in block.arms:
