@@ -20,6 +20,8 @@ fine-tune a rate grid (`finetune_lr_tuning:`, sweeps/finetune_tuning.py): each a
 on bases pre-trained on tuning seeds, before its test bases are fine-tuned at it.
 Then the grid is exported to `results/<paper>/` (CSV measurements + provenance), the report is written
 there from those files alone, and `RESULTS.md` is regenerated from every `results/*/`.
+Under `recipe=<size>` (a GPU recipe sets the model) only the headline runs, and a rung arm there (a CPU-ladder
+model, `tpp140_wd0.3@x0.5`) runs as its family arm at the recipe's size, its checks and grids with it.
 """
 
 from __future__ import annotations
@@ -84,6 +86,28 @@ class EvidenceSpec:
     def stage_tunings(self, stage: str) -> list[LrTuning]:
         return [t for t in self.lr_tuning if any(b.stage == stage and set(b.arms) & set(t.arms) for b in self.blocks)]
 
+    def at_recipe_size(self, recipe: str) -> EvidenceSpec:
+        """The protocol under `recipe=<size>`, which sets the model: a rung arm (`tpp140_wd0.3@x0.5`, a CPU-scale
+        economy) runs as its family arm at the recipe's size, and its checks and grids follow it."""
+        def mapped(arms) -> tuple[str, ...]:
+            return tuple(at_recipe_size(a) for a in arms)
+
+        blocks = tuple(replace(b, arms=mapped(b.arms)) for b in self.blocks)
+        cells = [(a, s) for b in blocks for a in b.arms for s in b.seeds]
+        twice = sorted({f"`{a}` seed {s}" for a, s in cells if cells.count((a, s)) > 1})
+        if twice:
+            raise ConfigError(f"Under recipe={recipe} conf/evidence/{self.paper}.yaml's rung arms run as their family "
+                              f"arms at the recipe's size, which would run {', '.join(twice)} twice.")
+        checks = self.checks
+        if checks:
+            checks = {part: [{**e, "arm": at_recipe_size(str(e["arm"]))} if isinstance(e, dict) and "arm" in e else e
+                             for e in entries] if part in ("primary", "added_after_data") and isinstance(entries, list)
+                      else entries for part, entries in checks.items()}
+        ft = self.finetune_lr_tuning
+        return replace(self, blocks=blocks, checks=checks,
+                       lr_tuning=tuple(replace(t, arms=mapped(t.arms)) for t in self.lr_tuning),
+                       finetune_lr_tuning=replace(ft, arms=mapped(ft.arms)) if ft is not None else None)
+
     def in_stages(self, stages: list[str]) -> EvidenceSpec:
         """The same protocol with only the blocks (and tuning grids) of these stages, in stage order."""
         blocks = tuple(b for stage in STAGES if stage in stages for b in self.blocks if b.stage == stage)
@@ -92,6 +116,22 @@ class EvidenceSpec:
         ft = replace(ft, arms=tuple(a for a in ft.arms if a in kept)) if ft is not None else None
         return replace(self, blocks=blocks, lr_tuning=tuple(t for t in self.lr_tuning if set(t.arms) & kept),
                        finetune_lr_tuning=ft if ft is not None and ft.arms else None)
+
+
+def at_recipe_size(arm: str) -> str:
+    """The arm a cell is at a GPU recipe's size: a size rung's (`tpp140_wd0.3@x0.5`) model is the CPU ladder's,
+    and the recipe sets the size, so the rung's cells are its family arm's."""
+    from analysis.claims import split_arm
+    from analysis.trend_report import RUNG_VARIANT
+
+    family, variant = split_arm(arm)
+    return family if variant and RUNG_VARIANT.fullmatch(variant) else arm
+
+
+def recipe_named(overrides: list[str]) -> str | None:
+    """The `recipe=<size>` among the run overrides, if any."""
+    values = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").split("=", 1)[0] == "recipe" and "=" in o]
+    return values[-1] if values and values[-1] not in ("null", "") else None
 
 
 @dataclass
@@ -352,11 +392,31 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     return 1 if failed else 0
 
 
+def at_recipe(specs: list[EvidenceSpec], args: EvidenceArgs) -> list[EvidenceSpec]:
+    """The protocols as they run under the run overrides' `recipe=<size>` (unchanged without one): the headline
+    only, at the recipe's size, into a store, results and ledger of their own."""
+    recipe = recipe_named(args.overrides)
+    if recipe is None:
+        return specs
+    others = [s for s in args.stages if s != "headline"]
+    if others:
+        raise ConfigError(f"stages={','.join(others)} run the CPU ladder's other model sizes (0.25x to 4x of tiny); "
+                          f"recipe={recipe} sets one size, so run stages=headline under it (each recipe is its own "
+                          "evidence run; no trend is fitted across recipes).")
+    defaults = EvidenceArgs()
+    shared = [f"{k}=" for k in ("runs_dir", "results_dir", "ledger") if getattr(args, k) == getattr(defaults, k)]
+    if shared:
+        raise ConfigError(f"recipe={recipe} makes GPU-scale evidence: give it {', '.join(shared)} of its own (the "
+                          "defaults hold the CPU-scale ledger, which its cells would join and its export overwrite).")
+    return [s.at_recipe_size(recipe) for s in specs]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = parse_args(argv)
         specs = [load_spec(p).in_stages(args.stages) for p in args.papers]
+        specs = at_recipe(specs, args)
         check_all(specs, args)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)

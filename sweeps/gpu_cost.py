@@ -23,8 +23,6 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.config.memory import GIB
 from lit_modules.config.validate import validated
 from lit_modules.plan.gpu_plan import GpuPlan, plan_gpu_run
-from analysis.claims import split_arm
-from analysis.trend_report import is_rung
 from sweeps.evidence import EvidenceSpec, known_papers, load_spec
 
 VERB = Verb(
@@ -61,20 +59,12 @@ def plan_of(overrides: list[str], gpu: str, devices: int, mfu: str) -> tuple[Gpu
     return plan_gpu_run(checked.config, checked.budget), checked.budget
 
 
-def at_recipe_size(arm: str) -> str:
-    """The arm a headline cell is on a GPU recipe: a size rung's (`tpp140_wd0.3@x0.5`) model is a CPU-scale
-    economy, and the recipe sets the size, so the rung's cells are its family arm's."""
-    family, variant = split_arm(arm)
-    return family if variant and is_rung(variant) else arm
-
-
 def protocol_cells(spec: EvidenceSpec, recipe: str, gpu: str, devices: int, mfu: str) -> list[Cell]:
     seeds: dict[str, int] = {}  # arm -> its cells: test seeds, plus grid x tuning seeds for a tuned arm
-    headline = spec.in_stages(["headline"])
+    headline = spec.in_stages(["headline"]).at_recipe_size(recipe)  # what `sweeps.evidence recipe=...` runs
 
     def add(arm: str, n: int) -> None:
-        key = at_recipe_size(arm)
-        seeds[key] = seeds.get(key, 0) + n
+        seeds[arm] = seeds.get(arm, 0) + n
 
     for block in headline.blocks:
         for arm in block.arms:

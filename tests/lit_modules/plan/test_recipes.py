@@ -13,7 +13,6 @@ from lit_modules.config.validate import validated
 from lit_modules.train import run
 from sweeps.ablate import Grid, read_grid, validate_cells
 from sweeps.evidence import load_spec
-from sweeps.gpu_cost import at_recipe_size
 
 RECIPES = files.options("recipe")
 # The plain presets (CPU-scale steps) and the evidence presets (CPU-scale TPP protocols); wd_plasticity's arms
@@ -54,8 +53,8 @@ def test_every_paper_preset_composes_with_a_recipe(preset: str) -> None:
     """`make ablate EXP=<preset> ARGS="recipe=llama_271m trainer=gpu dry_run=true"`: every arm validates."""
     # An evidence preset's @x<factor> arms are its CPU model ladder (tiny_x4, tiny_half): at GPU scale the recipes
     # are the ladder, so a headline rung arm (weight decay's 140-TPP pair at 0.5x) is its family arm at the
-    # recipe's size, as sweeps.gpu_cost prices it.
-    headline = ([at_recipe_size(a) for b in load_spec(preset.split("/")[1]).in_stages(["headline"]).blocks
+    # recipe's size, as `sweeps.evidence recipe=...` runs it and sweeps.gpu_cost prices it.
+    headline = ([a for b in load_spec(preset.split("/")[1]).in_stages(["headline"]).at_recipe_size("llama_271m").blocks
                  for a in b.arms] if preset.startswith("evidence/") else [])
     grid = Grid(experiment=preset, arms=[], seeds=[], only_arms=sorted(set(headline)),
                 overrides=["recipe=llama_271m", "trainer=gpu", "dry_run=true"])
