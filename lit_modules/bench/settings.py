@@ -13,7 +13,7 @@ within +-3 %, and bench_results/bench.json's `noisy` lists the rows that are not
 shown next to the figures (pass/fail); they never fail the bench.
 
     python -m lit_modules.bench [--quick] [--only lightning,flops,pc,wisca,mols,eval,cells,first,sweep[,compile]]
-                                [--model tiny] [--models tiny,tiny_x4,small] [--blocks 20] [--block-steps 5]
+                                [--model tiny] [--models tiny,tiny_x4,small] [--blocks 32] [--block-steps 5]
                                 [--warmup 10] [--threads 1] [--cell-repeats 10] [--sweep-repeats 6]
                                 [--sweep-trials 6] [--steps 60] [--repeats 3] [--strict]
                                 [--out bench_results/bench.json]
@@ -60,7 +60,7 @@ class Settings:
     sweep_trials: int = 6
     sweep_extra: list[str] = field(default_factory=list)
     eval_requests: int = 200
-    eval_blocks: int = 16
+    eval_blocks: int = 32
     gemm_blocks: int = 20
     inference_repeats: int = 3  # the forward-only rows' interleaves, each in a fresh process (bench.fresh)
     # Forwards per block of those rows: with 5 the three repeats' A/A medians spread over 1.002-1.022 (and 0.948-0.982
@@ -75,7 +75,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model", default="tiny", help="model of the Lightning, WISCA, MoLS, eval and cell rows")
     parser.add_argument("--models", "--pc-models", dest="models", default=None,
                         help="models of the FLOP and PC rows (default tiny,tiny_x4,small; --quick: tiny)")
-    parser.add_argument("--blocks", type=int, default=None, help="blocks per side of each interleaved row (20)")
+    parser.add_argument("--blocks", type=int, default=None, help="blocks per side of each interleaved row (32)")
     parser.add_argument("--block-steps", type=int, default=None, help="steps per block (5)")
     parser.add_argument("--warmup", type=int, default=None, help="steps before the first block (10)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the single-threaded rows")
@@ -107,7 +107,9 @@ def settings_of(args: argparse.Namespace) -> Settings:
                      gemm_blocks=6, inference_repeats=1, inference_block_steps=2)
         args.models = args.models or "tiny"
     else:
-        s = Settings(blocks=20, block_steps=5, warmup=10)
+        # 32 blocks, not 20: four rows of a whole bench alone (2026-12-06) sat at +-3.1-3.4%; the median's
+        # order-statistic interval narrows as 1/sqrt(blocks), ~0.79x here.
+        s = Settings(blocks=32, block_steps=5, warmup=10)
         args.models = args.models or "tiny,tiny_x4,small"
     for name in ("blocks", "block_steps", "warmup", "cell_repeats", "sweep_repeats", "sweep_trials"):
         if getattr(args, name) is not None:
