@@ -98,13 +98,13 @@ class EvidenceSpec:
         if twice:
             raise ConfigError(f"Under recipe={recipe} conf/evidence/{self.paper}.yaml's rung arms run as their family "
                               f"arms at the recipe's size, which would run {', '.join(twice)} twice.")
-        checks = self.checks
-        if checks:
-            checks = {part: [{**e, "arm": at_recipe_size(str(e["arm"]))} if isinstance(e, dict) and "arm" in e else e
-                             for e in entries] if part in ("primary", "added_after_data") and isinstance(entries, list)
-                      else entries for part, entries in checks.items()}
+        checks = dict(self.checks or {})
+        for part in ("primary", "added_after_data"):  # the parts that name arms (analysis.families)
+            if isinstance(checks.get(part), list):
+                checks[part] = [{**e, "arm": at_recipe_size(str(e["arm"]))} if isinstance(e, dict) and "arm" in e else e
+                                for e in checks[part]]
         ft = self.finetune_lr_tuning
-        return replace(self, blocks=blocks, checks=checks,
+        return replace(self, blocks=blocks, checks=checks or self.checks,
                        lr_tuning=tuple(replace(t, arms=mapped(t.arms)) for t in self.lr_tuning),
                        finetune_lr_tuning=replace(ft, arms=mapped(ft.arms)) if ft is not None else None)
 
@@ -122,10 +122,10 @@ def at_recipe_size(arm: str) -> str:
     """The arm a cell is at a GPU recipe's size: a size rung's (`tpp140_wd0.3@x0.5`) model is the CPU ladder's,
     and the recipe sets the size, so the rung's cells are its family arm's."""
     from analysis.claims import split_arm
-    from analysis.trend_report import RUNG_VARIANT
+    from analysis.trend_report import is_rung
 
     family, variant = split_arm(arm)
-    return family if variant and RUNG_VARIANT.fullmatch(variant) else arm
+    return family if variant and is_rung(variant) else arm
 
 
 def recipe_named(overrides: list[str]) -> str | None:
