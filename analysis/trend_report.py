@@ -1,14 +1,17 @@
 """The report's trend over model sizes: each primary check's effect at every rung, a line against ln N.
 
-    rungs = rungs_table(ab)                # one row per rung: its reference's size, tokens and TPP
     trends = trend_table(verdicts)         # one row per primary (check, arm family) measured at >= 2 rungs
+    rungs = rungs_table(ab, references)    # one row per rung the trends use: its reference's size, tokens, TPP
     section = trend_section(ab, verdicts, out)   # writes rungs.csv and trend.csv beside report.md
 
-A rung is a model size: the arms without a variant and those with an `@x<factor>` variant (`@x4`, `@x0.25`);
-other variants (`@gqa`, `@lr3e-3`) are other conditions, not sizes. A check's points are the verdict rows of
-its arm family at each rung (primary or not: the 4x rung's rows are secondary, the trend is the primary
-check's), so they carry the very differences, seeds and reference sizes the verdicts show. The fit and its
-words are analysis/trend.py's. (`scale.csv` is the per-arm scale table; `rungs.csv` lists the sizes once.)
+A rung is a model size: an arm's trailing `@x<factor>` variant (`@x4`, `@x0.25`), or none for the base size.
+What comes before it is the arm's trend family, the condition the size varies under: `g8_qk_vo_tensor@x4` is
+`g8_qk_vo_tensor` at 4x, `g8_qk_vo_tensor@tpp1.3@x4` is `g8_qk_vo_tensor@tpp1.3` (the paper's 1.3 tokens per
+parameter) at 4x. An LR point (`@lr3e-3`, `@x4@lr3e-3`) is a tuning condition of its own, never a size of a
+primary check. A check's points are the verdict rows of its trend family at each rung (primary or not: the 4x
+rung's rows are secondary, the trend is the primary check's), so they carry the very differences, seeds and
+reference sizes the verdicts show. The fit and its words are analysis/trend.py's. (`scale.csv` is the
+per-arm scale table; `rungs.csv` lists each rung the trends use once.)
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import pandas as pd
 
 from analysis import markdown as md
 from analysis.ablation import Ablation, scale_of
-from analysis.claims import join_arm, split_arm
+from analysis.claims import VARIANT_SEP, split_arm
 from analysis.scale import count, number
 from analysis.sections import Section, first_value
 from analysis.trend import INTERVAL_TEXT, fit_trend
@@ -31,18 +34,18 @@ RUNG_VARIANT = re.compile(r"x\d+(?:\.\d+)?")
 TREND_FILE, RUNGS_FILE = "trend.csv", "rungs.csv"
 
 
-def is_rung(variant: str) -> bool:
-    """The base size (no variant; `-` in the tables) or an `x<factor>` size variant."""
-    return variant in ("", "-") or bool(RUNG_VARIANT.fullmatch(variant))
+def trend_family(arm: str) -> str:
+    """The arm without its trailing size variant: `g8_qk_vo_tensor@tpp1.3@x4` -> `g8_qk_vo_tensor@tpp1.3`."""
+    head, sep, last = str(arm).rpartition(VARIANT_SEP)
+    return head if sep and RUNG_VARIANT.fullmatch(last) else str(arm)
 
 
-def rungs_table(ab: Ablation) -> pd.DataFrame:
-    """Per rung, smallest first: its reference arm's median size and budget over its finished runs."""
-    family = split_arm(ab.baseline)[0]
+def rungs_table(ab: Ablation, references: dict[str, str]) -> pd.DataFrame:
+    """Per rung (variant -> the trend's reference arm there), smallest first: the reference's median size and
+    budget over its finished runs (all the variant's arms where the reference has none)."""
     rows = []
-    for variant in (v for v in ab.variants() if is_rung(v)):
+    for variant, reference in references.items():
         arms = [a for a in ab.arms if split_arm(a)[1] == variant]
-        reference = join_arm(family, variant)
         s = scale_of(ab, [reference] if reference in arms else arms)
         model = first_value(ab.finished[ab.finished["arm"].isin(arms)], "params.model.name")
         rows.append({"rung": variant or "-", "model": model, "reference": reference,
@@ -58,20 +61,23 @@ def claimed_sign(expect: str, better: str) -> int:
     return {"better": towards_better, "worse": -towards_better}.get(expect, 0)
 
 
+def trend_points(verdicts: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
+    """Per primary (arm family, check), its verdict rows at every rung of that family, smallest first."""
+    if verdicts.empty:
+        return {}
+    rows = verdicts.assign(family=verdicts["arm"].map(trend_family))
+    primary = rows[rows["role"] == PRIMARY]
+    return {(family, metric): rows[(rows["family"] == family) & (rows["metric"] == metric)]
+            .drop_duplicates("arm").sort_values("params_non_embedding", kind="stable")
+            for family, metric in dict.fromkeys(zip(primary["family"], primary["metric"]))}
+
+
 def trend_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     """One row per primary (check, arm family) with verdict rows at two or more rungs."""
-    if verdicts.empty:
-        return pd.DataFrame()
-    at_rungs = verdicts[verdicts["variant"].map(is_rung)]
-    at_rungs = at_rungs.assign(family=at_rungs["arm"].map(lambda a: split_arm(a)[0]))
-    keys = dict.fromkeys(zip(at_rungs.loc[at_rungs["role"] == PRIMARY, "family"],
-                             at_rungs.loc[at_rungs["role"] == PRIMARY, "metric"]))
     rows = []
-    for family, metric in keys:
-        points = at_rungs[(at_rungs["family"] == family) & (at_rungs["metric"] == metric)].drop_duplicates("arm")
+    for (family, metric), points in trend_points(verdicts).items():
         if len(points) < 2:
             continue
-        points = points.sort_values("params_non_embedding", kind="stable")
         n = points["n"].astype(float)
         usable = (n >= MIN_SEEDS) & points["diff"].map(math.isfinite) & points["sd_diff"].map(math.isfinite)
         ses = [sd / math.sqrt(k) if ok else math.nan for sd, k, ok in zip(points["sd_diff"], n, usable)]
@@ -79,7 +85,7 @@ def trend_table(verdicts: pd.DataFrame) -> pd.DataFrame:
         trend = fit_trend(list(points["params_non_embedding"]), list(points["diff"]), ses,
                           claimed_sign(first["expect"], first["better"]))
         rows.append({
-            "check": metric, "arm_family": family, "reference_family": split_arm(first["reference"])[0],
+            "check": metric, "arm_family": family, "reference_family": trend_family(first["reference"]),
             "slope": trend.slope, "low": trend.low, "high": trend.high, "statement": trend.statement,
             "direction": trend.direction, "rungs_measured": len(points), "rungs_fitted": trend.rungs,
             "inflation": trend.inflation if math.isfinite(trend.slope) else math.nan,
@@ -90,7 +96,8 @@ def trend_table(verdicts: pd.DataFrame) -> pd.DataFrame:
 
 
 def _point_text(row: pd.Series, se: float) -> str:
-    where = f"{split_arm(row['arm'])[1] or 'base'} (N={count(row['params_non_embedding'])})"
+    size = row["arm"][len(trend_family(row["arm"])) + 1:]
+    where = f"{size or 'base'} (N={count(row['params_non_embedding'])})"
     if not math.isfinite(se):
         return f"{where}: not used ({int(row['n'])} seeds; a rung needs {MIN_SEEDS} with a finite difference)"
     return f"{where}: {row['diff']:+.4g} ± {se:.2g} SE ({int(row['n'])} seeds)"
@@ -101,12 +108,18 @@ def trend_section(ab: Ablation, verdicts: pd.DataFrame, out: Path) -> Section:
     trends = trend_table(verdicts)
     if trends.empty:
         return Section("Trend with scale", [])
-    rungs = rungs_table(ab)
+    fitted = set(zip(trends["arm_family"], trends["check"]))
+    references = {}  # each rung a trend uses, with that trend's reference arm there (the first trend's)
+    for key, points in trend_points(verdicts).items():
+        if key in fitted:
+            for arm, reference in zip(points["arm"], points["reference"]):
+                references.setdefault(split_arm(arm)[1], reference)
+    rungs = rungs_table(ab, references)
     rungs.to_csv(Path(out) / RUNGS_FILE, index=False)
     trends.to_csv(Path(out) / TREND_FILE, index=False)
     body = [
-        ("Each primary check measured at two or more model sizes (rungs: the base arm and its `@x<factor>` "
-         "variants): its effect at each rung (mean paired difference arm - reference, SE = sd / sqrt(n), a rung "
+        ("Each primary check measured at two or more model sizes (rungs: the arm and its `@x<factor>` "
+         "variants; an arm under a condition, `arm@tpp1.3`, has rungs `arm@tpp1.3@x<factor>`): its effect at each rung (mean paired difference arm - reference, SE = sd / sqrt(n), a rung "
          f"used from {MIN_SEEDS} seeds) fitted against ln N, N = the reference's non-embedding parameters, by "
          f"weighted least squares (weights 1 / SE^2); slope per unit of ln N, {INTERVAL_TEXT}. The SEs come "
          "from a few seeds each, so the interval is approximate. *Grows* / *shrinks*: the interval excludes 0 and "

@@ -120,12 +120,11 @@ class EvidenceSpec:
 
 def at_recipe_size(arm: str) -> str:
     """The arm a cell is at a GPU recipe's size: a size rung's (`tpp140_wd0.3@x0.5`) model is the CPU ladder's,
-    and the recipe sets the size, so the rung's cells are its family arm's."""
-    from analysis.claims import split_arm
-    from analysis.trend_report import is_rung
+    and the recipe sets the size, so the rung's cells are its trend family's (`g8_origin@tpp1.3@x4` ->
+    `g8_origin@tpp1.3`)."""
+    from analysis.trend_report import trend_family
 
-    family, variant = split_arm(arm)
-    return family if variant and is_rung(variant) else arm
+    return trend_family(arm)
 
 
 def recipe_named(overrides: list[str]) -> str | None:

@@ -8,7 +8,7 @@ import pytest
 
 from analysis.report import render_report
 from analysis.trend import CHANGES_SIGN, GROWS, NO_TREND, NOT_FROM_TWO, SHRINKS, Z95, fit_trend
-from analysis.trend_report import is_rung
+from analysis.trend_report import trend_family
 from tests.helpers.handmade_ablation import handmade
 
 SIZES = [100_000, 400_000, 1_600_000]
@@ -55,9 +55,12 @@ def test_the_statement_reads_the_size_of_the_effect_and_its_sign_against_the_cla
     assert fit_trend(SIZES, [-0.02, 0.0, 0.02], ses, claimed=0).direction == "the paper claims no effect"
 
 
-def test_rungs_are_the_base_size_and_its_x_factor_variants() -> None:
-    assert all(map(is_rung, ["", "-", "x4", "x0.25", "x16"]))
-    assert not any(map(is_rung, ["gqa", "lr3e-3", "tuned", "x4@lr3e-3", "xl"]))
+def test_a_rung_is_a_trailing_x_factor_and_what_precedes_it_the_trend_family() -> None:
+    assert [trend_family(a) for a in ["a", "a@x4", "a@x0.25", "a@x16", "a@tpp1.3@x4", "a@tpp1.3"]] == [
+        "a", "a", "a", "a", "a@tpp1.3", "a@tpp1.3"]
+    # Not sizes: a condition, an LR point (at any size), a name that only starts like a factor.
+    assert [trend_family(a) for a in ["a@gqa", "a@lr3e-3", "a@x4@lr3e-3", "a@xl", "a@x4b"]] == [
+        "a@gqa", "a@lr3e-3", "a@x4@lr3e-3", "a@xl", "a@x4b"]
 
 
 def _ladder(rungs: dict[str, int]) -> pd.DataFrame:
@@ -97,3 +100,23 @@ def test_two_rungs_in_the_report_say_not_estimable_and_one_rung_draws_nothing(tm
     assert trend["statement"].tolist() == [NOT_FROM_TWO] and trend["slope"].isna().all()
     one = render_report(handmade(_ladder({"": SIZES[0]}), claim="smoke"), tmp_path / "one").read_text()
     assert not (tmp_path / "one" / "trend.csv").exists() and "Trend with scale" not in one
+
+
+def test_a_condition_arm_gets_a_trend_over_its_own_rungs_beside_the_plain_one(tmp_path) -> None:
+    # `no_decay@c` (a condition such as the paper's TPP) at three sizes: its own trend family, reference
+    # `baseline@c@x<f>` at each rung, apart from the plain arm's two rungs; its LR point is no rung of it.
+    values = {**_ladder({"": SIZES[0], "x4": SIZES[1]}),
+              **_ladder({"c": SIZES[0], "c@x4": SIZES[1], "c@x16": SIZES[2]}),
+              "baseline@c@lr3e-3": [3.0, 3.01, 3.02], "no_decay@c@lr3e-3": [2.0, 2.01, 2.02]}
+    params = {"x4": SIZES[1], "c@x4": SIZES[1], "c@x16": SIZES[2]}
+    report = render_report(handmade(values, claim="smoke", params=params), tmp_path).read_text()
+    trend = pd.read_csv(tmp_path / "trend.csv").set_index("arm_family")
+    assert sorted(trend.index) == ["no_decay", "no_decay@c"]
+    assert trend.loc["no_decay", "statement"] == NOT_FROM_TWO and trend.loc["no_decay@c", "reference_family"] == "baseline@c"
+    assert trend.loc["no_decay@c", "rungs_measured"] == 3 and trend.loc["no_decay@c", "statement"] == GROWS
+    assert trend.loc["no_decay@c", "slope"] == pytest.approx(-0.01, rel=1e-6)
+    assert trend.loc["no_decay@c", "rungs"].startswith("base (N=100k)") and "x16 (N=1.6M)" in trend.loc["no_decay@c", "rungs"]
+    rungs = pd.read_csv(tmp_path / "rungs.csv", keep_default_na=False)
+    assert rungs["rung"].tolist() == ["-", "c", "x4", "c@x4", "c@x16"]  # smallest first, the LR point not a rung
+    assert rungs["reference"].tolist() == ["baseline", "baseline@c", "baseline@x4", "baseline@c@x4", "baseline@c@x16"]
+    assert "| no_decay@c |" in report.replace("`", "")

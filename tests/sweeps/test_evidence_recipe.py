@@ -33,6 +33,9 @@ def test_the_mapped_headline_composes_at_the_recipe_and_the_unmapped_one_does_no
 def test_variants_that_are_not_sizes_are_kept() -> None:
     headline = load_spec("wisca").in_stages(["headline"])
     assert headline.at_recipe_size("gpt2_124m").blocks == headline.blocks  # @tpp1.3 is the paper's budget, not a size
+    # A size rung under that condition is the condition's arm at the recipe's size.
+    spec = EvidenceSpec("toy", "evidence/toy", (Block(("g8_origin@tpp1.3@x4", "g8_origin@x0.25@lr3e-3"), (0,)),))
+    assert spec.at_recipe_size("llama_1b").blocks[0].arms == ("g8_origin@tpp1.3", "g8_origin@x0.25@lr3e-3")
 
 
 def test_a_rung_arm_and_its_family_arm_on_the_same_seed_are_refused() -> None:
