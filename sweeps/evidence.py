@@ -127,10 +127,19 @@ def at_recipe_size(arm: str) -> str:
     return trend_family(arm)
 
 
+def override_value(overrides: list[str], key: str) -> str | None:
+    """The last `key=value` (or `+key=value`) among the run overrides; None where absent or null."""
+    values = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").split("=", 1)[0] == key and "=" in o]
+    return values[-1] if values and values[-1] not in ("null", "") else None
+
+
 def recipe_named(overrides: list[str]) -> str | None:
     """The `recipe=<size>` among the run overrides, if any."""
-    values = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").split("=", 1)[0] == "recipe" and "=" in o]
-    return values[-1] if values and values[-1] not in ("null", "") else None
+    return override_value(overrides, "recipe")
+
+
+def is_dry_run(overrides: list[str]) -> bool:
+    return str(override_value(overrides, "dry_run")).lower() in ("true", "1", "yes")
 
 
 @dataclass
@@ -420,6 +429,14 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if is_dry_run(args.overrides):
+        # Every cell composed and validated above; launching would open a parent run in the store, and the
+        # export would replace the results folder and the ledger with a report of no runs.
+        for spec in specs:
+            tuning = f" and {spec.cells_to_tune()} tuning cells" if spec.lr_tuning else ""
+            print(f"[{spec.paper}] dry run: {spec.cells()} cells{tuning} in stage(s) {', '.join(args.stages)} compose "
+                  f"and validate; nothing ran, no store opened, {args.results_dir}/ and {args.ledger} untouched")
+        return 0
     command = shlex.join(["python", "-m", "sweeps.evidence", *argv])
     codes = []
     for spec in specs:
