@@ -18,7 +18,9 @@ The statement reads the fitted line over the measured range (smallest to largest
 - "grows with scale" / "shrinks with scale": the interval excludes 0 and |effect| rises / falls with N
   along the line, which keeps one sign over the range;
 - "changes sign with scale": the interval excludes 0 and the line crosses 0 within the range;
-- "not estimable from two rungs": two points always fit a line; no trend is claimed from them.
+- "not estimable from two rungs": two points always fit a line; no trend is claimed from them;
+- "not estimable: no rung has a finite effect" (e.g. a speed-up where the arm never reaches the reference's
+  loss at any size) and "not estimable from one rung".
 `direction` says where the line ends at the largest N against the paper's claimed sign (-1: lower is the
 claim, as for a loss the arm should lower; +1: higher; 0: the paper claims no effect).
 """
@@ -34,6 +36,7 @@ Z95 = 1.959963984540054  # the normal 97.5% quantile
 INTERVAL_TEXT = ("95% normal interval, per-rung SEs taken as known and inflated by sqrt(Q / (k - 2)) when the "
                  "rungs scatter about the line more than their SEs allow")
 NOT_FROM_TWO = "not estimable from two rungs"
+NOT_FROM_ONE, NO_FINITE_RUNG = "not estimable from one rung", "not estimable: no rung has a finite effect"
 NO_TREND = "no detectable trend with scale"
 GROWS, SHRINKS, CHANGES_SIGN = "grows with scale", "shrinks with scale", "changes sign with scale"
 
@@ -56,7 +59,7 @@ def fit_trend(n_params: list[float], effects: list[float], ses: list[float], cla
               if n > 0 and math.isfinite(n) and math.isfinite(e) and math.isfinite(s) and s > 0]
     k = len(points)
     if k < 3:
-        reason = NOT_FROM_TWO if k == 2 else f"not estimable from {k} rung{'s' if k != 1 else ''}"
+        reason = {2: NOT_FROM_TWO, 1: NOT_FROM_ONE, 0: NO_FINITE_RUNG}[k]
         return Trend(math.nan, math.nan, math.nan, k, reason)
     x, y, se = (np.array(col, dtype=float) for col in zip(*points))
     w = 1.0 / se**2

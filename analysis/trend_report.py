@@ -99,6 +99,8 @@ def _point_text(row: pd.Series, se: float) -> str:
     size = row["arm"][len(trend_family(row["arm"])) + 1:]
     where = f"{size or 'base'} (N={count(row['params_non_embedding'])})"
     if not math.isfinite(se):
+        if int(row["n"]) >= MIN_SEEDS and not math.isfinite(row["diff"]):  # e.g. a speed-up: the arm never got there
+            return f"{where}: not used (no finite difference on {int(row['n'])} seeds: {row.get('verdict', '')})"
         return f"{where}: not used ({int(row['n'])} seeds; a rung needs {MIN_SEEDS} with a finite difference)"
     return f"{where}: {row['diff']:+.4g} ± {se:.2g} SE ({int(row['n'])} seeds)"
 

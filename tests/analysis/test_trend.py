@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 from analysis.report import render_report
-from analysis.trend import CHANGES_SIGN, GROWS, NO_TREND, NOT_FROM_TWO, SHRINKS, Z95, fit_trend
-from analysis.trend_report import trend_family
+from analysis.trend import (CHANGES_SIGN, GROWS, NO_FINITE_RUNG, NO_TREND, NOT_FROM_ONE, NOT_FROM_TWO, SHRINKS, Z95,
+                            fit_trend)
+from analysis.trend_report import trend_family, trend_table
 from tests.helpers.handmade_ablation import handmade
 
 SIZES = [100_000, 400_000, 1_600_000]
@@ -31,6 +32,20 @@ def test_two_rungs_are_not_a_trend() -> None:
     assert trend.statement == NOT_FROM_TWO == "not estimable from two rungs" and math.isnan(trend.slope)
     # A rung without a standard error (too few seeds) is no point: three rungs measured, two usable.
     assert fit_trend(SIZES, [-0.01, -0.02, -0.03], [0.001, math.nan, 0.001]).statement == NOT_FROM_TWO
+    assert fit_trend(SIZES, [-0.01, math.nan, math.nan], [0.001, math.nan, math.nan]).statement == NOT_FROM_ONE
+    assert fit_trend(SIZES, [math.nan] * 3, [math.nan] * 3).statement == NO_FINITE_RUNG
+
+
+def test_a_speedup_that_never_happens_says_why_no_rung_is_used() -> None:
+    # Three rungs, enough seeds at each, but the arm never reached the reference's loss: no difference exists.
+    verdicts = pd.DataFrame([
+        {"arm": f"pc{v}", "reference": f"base{v}", "variant": v.lstrip("@") or "-", "role": "primary",
+         "metric": "speedup", "n": 8, "diff": math.nan, "sd_diff": math.nan, "params_non_embedding": n,
+         "expect": "better", "better": "higher", "verdict": "did not reach"}
+        for v, n in zip(["@x0.25", "@x0.5", ""], SIZES)])
+    row = trend_table(verdicts).iloc[0]
+    assert row["statement"] == NO_FINITE_RUNG and row["rungs_measured"] == 3 and row["rungs_fitted"] == 0
+    assert row["rungs"].startswith("x0.25 (N=100k): not used (no finite difference on 8 seeds: did not reach)")
 
 
 def test_scatter_beyond_the_errors_widens_the_interval_to_no_detectable_trend() -> None:
