@@ -121,7 +121,8 @@ def trend_section(ab: Ablation, verdicts: pd.DataFrame, out: Path) -> Section:
     trends.to_csv(Path(out) / TREND_FILE, index=False)
     body = [
         ("Each primary check measured at two or more model sizes (rungs: the arm and its `@x<factor>` "
-         "variants; an arm under a condition, `arm@tpp1.3`, has rungs `arm@tpp1.3@x<factor>`): its effect at each rung (mean paired difference arm - reference, SE = sd / sqrt(n), a rung "
+         "variants; an arm under a condition, `arm@tpp1.3`, has rungs `arm@tpp1.3@x<factor>`): its effect at "
+         "each rung (mean paired difference arm - reference, SE = sd / sqrt(n), a rung "
          f"used from {MIN_SEEDS} seeds) fitted against ln N, N = the reference's non-embedding parameters, by "
          f"weighted least squares (weights 1 / SE^2); slope per unit of ln N, {INTERVAL_TEXT}. The SEs come "
          "from a few seeds each, so the interval is approximate. *Grows* / *shrinks*: the interval excludes 0 and "
