@@ -88,9 +88,12 @@ class EvidenceSpec:
 
     def at_recipe_size(self, recipe: str) -> EvidenceSpec:
         """The protocol under `recipe=<size>`, which sets the model: a rung arm (`tpp140_wd0.3@x0.5`, a CPU-scale
-        economy) runs as its family arm at the recipe's size, and its checks and grids follow it."""
+        economy) runs as its trend family's arm at the recipe's size (`g8_origin@tpp1.3@x4` -> `g8_origin@tpp1.3`),
+        and its checks and grids follow it."""
+        from analysis.trend_report import trend_family  # pandas: not on the refusal path
+
         def mapped(arms) -> tuple[str, ...]:
-            return tuple(at_recipe_size(a) for a in arms)
+            return tuple(trend_family(a) for a in arms)
 
         blocks = tuple(replace(b, arms=mapped(b.arms)) for b in self.blocks)
         cells = [(a, s) for b in blocks for a in b.arms for s in b.seeds]
@@ -101,7 +104,7 @@ class EvidenceSpec:
         checks = dict(self.checks or {})
         for part in ("primary", "added_after_data"):  # the parts that name arms (analysis.families)
             if isinstance(checks.get(part), list):
-                checks[part] = [{**e, "arm": at_recipe_size(str(e["arm"]))} if isinstance(e, dict) and "arm" in e else e
+                checks[part] = [{**e, "arm": trend_family(str(e["arm"]))} if isinstance(e, dict) and "arm" in e else e
                                 for e in checks[part]]
         ft = self.finetune_lr_tuning
         return replace(self, blocks=blocks, checks=checks or self.checks,
@@ -116,15 +119,6 @@ class EvidenceSpec:
         ft = replace(ft, arms=tuple(a for a in ft.arms if a in kept)) if ft is not None else None
         return replace(self, blocks=blocks, lr_tuning=tuple(t for t in self.lr_tuning if set(t.arms) & kept),
                        finetune_lr_tuning=ft if ft is not None and ft.arms else None)
-
-
-def at_recipe_size(arm: str) -> str:
-    """The arm a cell is at a GPU recipe's size: a size rung's (`tpp140_wd0.3@x0.5`) model is the CPU ladder's,
-    and the recipe sets the size, so the rung's cells are its trend family's (`g8_origin@tpp1.3@x4` ->
-    `g8_origin@tpp1.3`)."""
-    from analysis.trend_report import trend_family
-
-    return trend_family(arm)
 
 
 def override_value(overrides: list[str], key: str) -> str | None:
