@@ -42,6 +42,7 @@ from lit_modules.runs.store import store_exists
 from lit_modules.tracking.store import open_client, resolve_tracking_uri, tracking_uri
 from lit_modules.runs.store_check import check_store
 from lit_modules.runs.uri_masking import mask_tree
+from lit_modules.steady_heap import steady_heap
 
 
 @dataclass
@@ -97,6 +98,7 @@ def run(
     # Read (and checksum-verified) before any data is prepared: a damaged checkpoint is refused first.
     init_weights = (ranks.decide(lambda: init_weights_from(str(cfg.init_from), _lookup(uri, store)))
                     if cfg.init_from else None)
+    steady_heap()  # no page faults per step on CPU (lit_modules/steady_heap.py); values unchanged
     if cfg.trainer.num_threads:
         torch.set_num_threads(cfg.trainer.num_threads)
     L.seed_everything(cfg.seed, verbose=False)

@@ -20,12 +20,14 @@ from lit_modules.bench.record import machine_of, summary_of, write
 from lit_modules.bench.settings import parse_args, settings_of
 from lit_modules.bench.verdict import Ratio
 from lit_modules.quiet import quiet_libraries
+from lit_modules.steady_heap import steady_heap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     s = settings_of(args)
     quiet_libraries()  # Lightning's banners and known warnings, once per measured fit, bury the figures
+    heap = steady_heap()  # as every training run has it (training_run.run): no page faults in the blocks
     threads_before = torch.get_num_threads()
     torch.set_num_threads(args.threads)
     base = [f"model={args.model}", *s.extra]
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         "figure_when": "interval within +-3% of the median", "thread": "time.thread_time of the timing thread "
         f"({args.threads} torch thread(s)), blocks interleaved behind a pacer: P A B, P B A, ... P, "
         "each block over the reference's of its round", "wall": "time.perf_counter, over repeats",
-        "blocks": s.blocks, "block_steps": s.block_steps, "warmup": s.warmup, "quick": args.quick}
+        "heap": heap, "blocks": s.blocks, "block_steps": s.block_steps, "warmup": s.warmup, "quick": args.quick}
     command = " ".join(["python -m lit_modules.bench", *(argv if argv is not None else sys.argv[1:])])
     summary = summary_of(ratios, derived, rows, method, machine_of(load_before, args.threads, command))
     write(args.out, summary)

@@ -23,6 +23,7 @@ from lit_modules.bench.turns import (Clocks, first_place_effect, interleave, loo
                                       round_ratios)
 from lit_modules.bench.verdict import Ratio, Target
 from lit_modules.build import build_model, build_techniques
+from lit_modules.steady_heap import steady_heap
 from lit_modules.techniques.pc_layer.cost import pc_step_flops
 from lit_modules.techniques.pc_layer.merge import merge_pc
 
@@ -105,6 +106,7 @@ def inference_blocks(model_name: str, blocks: int, block_steps: int, warmup: int
     """One interleave of the forwards on models built here (one repeat, run in a fresh process): the blocks
     by workload, and the batch's shape."""
     torch.set_num_threads(threads)
+    steady_heap()  # without it the same model read 1.00 or 1.17 from one process to the next (steady_heap.py)
     base = [f"model={model_name}", *extra]
     cfg = bench_config([*base, f"pc_layer=level{level}"], 10)
     baseline, _ = build_model(bench_config(base, 10), [])

@@ -95,7 +95,9 @@ def evaluate_finished_run(
 def main(argv: Optional[list[str]] = None) -> int:
     from lit_modules.config.errors import ConfigError
     from lit_modules.errors import DataError
+    from lit_modules.steady_heap import steady_heap
 
+    steady_heap()  # as a training run has it: the forwards reuse their freed activations
     try:
         run_keys, overrides = parse_args(sys.argv[1:] if argv is None else argv)
         outcome = evaluate_finished_run(
