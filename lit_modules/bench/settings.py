@@ -14,7 +14,7 @@ shown next to the figures (pass/fail); they never fail the bench.
 
     python -m lit_modules.bench [--quick] [--only lightning,flops,pc,wisca,mols,eval,cells,first,sweep[,compile]]
                                 [--model tiny] [--models tiny,tiny_x4,small] [--blocks 32] [--block-steps 5]
-                                [--warmup 10] [--threads 1] [--cell-repeats 10] [--sweep-repeats 6]
+                                [--warmup 10] [--threads 1] [--cell-repeats 10] [--sweep-repeats 10]
                                 [--sweep-trials 6] [--steps 60] [--repeats 3] [--strict]
                                 [--out bench_results/bench.json]
 
@@ -56,12 +56,14 @@ class Settings:
     extra: list[str] = field(default_factory=list)  # overrides of every single-process row
     cell_repeats: int = 10
     cell_steps: int = 5
-    sweep_repeats: int = 6
+    # 10, not 6: with 6 repeats the median's 95% interval is their whole range (the sweep rows read +-3.3-7.6%
+    # in a whole bench, 2026-12-07); with 10 it drops the two extremes.
+    sweep_repeats: int = 10
     sweep_trials: int = 6
     sweep_extra: list[str] = field(default_factory=list)
     eval_requests: int = 200
     eval_blocks: int = 32
-    gemm_blocks: int = 20
+    gemm_blocks: int = 32  # 20 read +-3.2% once (2026-12-07); a block is ~0.4 s
     inference_repeats: int = 3  # the forward-only rows' interleaves, each in a fresh process (bench.fresh)
     # Forwards per block of those rows: with 5 the three repeats' A/A medians spread over 1.002-1.022 (and 0.948-0.982
     # in a whole bench), with 20 over 0.998-1.014 (one run of each, 2026-12-06): a forward is ~4x shorter than a step.
