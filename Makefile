@@ -117,7 +117,7 @@ UI_SHOTS ?=
 test-ui: setup $(UI_STAMP) ## the MLflow UI in a real browser: names, nesting, the HTML report, loss charts first (~1 min after set-up)
 	LLM_UI_SHOTS=$(UI_SHOTS) $(PY) -m pytest -q -m ui tests/lit_modules/tracking/test_ui_browser.py
 
-bench: setup ## speed ratios and the CPU's FLOP limit: medians, 95% intervals over interleaved blocks (thread CPU time), ~25-30 min -> bench_results/bench.json (ARGS="--quick": smoke; "--strict": fail if noisy)
+bench: setup ## speed ratios and the CPU's FLOP limit: medians, 95% intervals over interleaved blocks (thread CPU time), ~25-35 min -> bench_results/bench.json (ARGS="--quick": smoke; "--strict": fail if noisy)
 	@# The sweep rows start sweeps.optuna_sweep: sweeps.bench measures them and merges them into the same bench.json.
 	@# A noisy row under --strict (exit 1) still lets the sweep rows run; any other failure stops.
 	$(PY) -m lit_modules.bench $(ARGS); rc=$$?; [ $$rc -le 1 ] && $(PY) -m sweeps.bench $(ARGS) && exit $$rc
