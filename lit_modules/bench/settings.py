@@ -56,8 +56,9 @@ class Settings:
     extra: list[str] = field(default_factory=list)  # overrides of every single-process row
     cell_repeats: int = 10
     cell_steps: int = 5
-    # 10, not 6: with 6 repeats the median's 95% interval is their whole range (the sweep rows read +-3.3-7.6%
-    # in a whole bench, 2026-12-07); with 10 it drops the two extremes.
+    # 10, not 6: with 6 repeats the median's 95% interval is their whole range; with 10 it drops the two extremes.
+    # Whole benches on one host (2026-12-07): the efficiency +-3.3% with 6, +-1.5% with 10; the two speed-ups stay
+    # +-7.5% either way (one trial's 2-thread speed-up on a shared VM varies from repeat to repeat: 1.28-1.47).
     sweep_repeats: int = 10
     sweep_trials: int = 6
     sweep_extra: list[str] = field(default_factory=list)
