@@ -41,21 +41,23 @@ def _glibc() -> ctypes.CDLL | None:
         return None
 
 
+def _set_thresholds() -> str:
+    chosen = [name for name in USER_SETTINGS if name in os.environ]
+    if chosen:
+        return f"left as set: {', '.join(chosen)}"
+    if any(a in os.environ.get("LD_PRELOAD", "") for a in ("jemalloc", "tcmalloc", "mimalloc")):
+        return "left alone: another allocator is preloaded"
+    libc = _glibc()
+    if libc is None:
+        return "left alone: not glibc"
+    if libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1:
+        return f"steady: mmap threshold {MMAP_THRESHOLD >> 20} MiB, trim threshold {TRIM_THRESHOLD >> 30} GiB"
+    return "left alone: mallopt refused"
+
+
 def steady_heap() -> str:
     """Fix glibc's thresholds once per process; returns what was done, in words (also on later calls)."""
     global _state
-    if _state is not None:
-        return _state
-    chosen = [name for name in USER_SETTINGS if name in os.environ]
-    libc = _glibc()
-    if chosen:
-        _state = f"left as set: {', '.join(chosen)}"
-    elif "LD_PRELOAD" in os.environ and any(a in os.environ["LD_PRELOAD"] for a in ("jemalloc", "tcmalloc", "mimalloc")):
-        _state = "left alone: another allocator is preloaded"
-    elif libc is None:
-        _state = "left alone: not glibc"
-    elif libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1:
-        _state = f"steady: mmap threshold {MMAP_THRESHOLD >> 20} MiB, trim threshold {TRIM_THRESHOLD >> 30} GiB"
-    else:
-        _state = "left alone: mallopt refused"
+    if _state is None:
+        _state = _set_thresholds()
     return _state
