@@ -47,6 +47,8 @@ CASES: dict[str, list[str]] = {
                               "techniques.wisca.opt_state=rescale"],
     "mols_snr": ["mols=snr", "techniques.mols.estimate_step=2", "schedule.warmup_steps=6"],
     "small_init_eps_gate": ["init=small", "model.norm_eps=1e-12", "model.attn_gate=elementwise"],
+    # Two micro-batches per step and a clip that engages on every step (the pre-clip norm is ~0.5-3).
+    "accumulate_clip": ["trainer.accumulate_grad_batches=2", "optim.grad_clip=0.05"],
 }
 # On a CPU other than the recording one: float32 reordering drifts <= 5.3e-6 relative over the 30 steps
 # (measured: AVX2-era record vs an AVX-512/AMX machine), so 1e-4 still catches any change of the math.
