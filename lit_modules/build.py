@@ -28,6 +28,7 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.config.technique_context import instantiate_techniques
 from lit_modules.data import LMDataModule, build_tokenizer, prepare_corpus, prepare_shards
 from lit_modules.distributed.strategy import lightning_strategy
+from lit_modules.hook_profiler import NoProfiler
 from lit_modules.lm_module import CausalLMModule
 from lit_modules.model import Llama, init_weights
 from lit_modules.optim.build import build_optimizer, build_schedule
@@ -111,6 +112,8 @@ def build_module(
         grad_norm_every=cfg.trainer.log_every_n_steps,
         bytes_per_token=bytes_per_token,
         loss_terms=[t.loss_terms for t in techniques if t.has_loss_terms()],
+        accumulate_grad_batches=cfg.trainer.accumulate_grad_batches,
+        grad_clip=cfg.optim.grad_clip,
     )
 
 
@@ -144,7 +147,8 @@ def build_callbacks(
     return callbacks
 
 
-def build_trainer(cfg: DictConfig, budget: Budget, callbacks: list[L.Callback], logger, root_dir: Path) -> L.Trainer:
+def build_trainer(cfg: DictConfig, budget: Budget, callbacks: list[L.Callback], logger, root_dir: Path,
+                  module: CausalLMModule) -> L.Trainer:
     t = cfg.trainer
     return L.Trainer(
         accelerator=t.accelerator,
@@ -158,13 +162,13 @@ def build_trainer(cfg: DictConfig, budget: Budget, callbacks: list[L.Callback], 
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
         log_every_n_steps=t.log_every_n_steps,
-        gradient_clip_val=cfg.optim.grad_clip or None,
-        accumulate_grad_batches=t.accumulate_grad_batches,
+        **module.trainer_flags(),  # clipping and accumulation, where Lightning's loop does them
         logger=logger,
         callbacks=callbacks,
         enable_checkpointing=False,
         plugins=[VerifiedCheckpointIO()],  # resume restores only a checkpoint that matches its checksum
         enable_model_summary=False,
         enable_progress_bar=False,
+        profiler=NoProfiler(),
         default_root_dir=str(root_dir),
     )

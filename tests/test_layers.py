@@ -137,7 +137,7 @@ ORDER = (
     "lit_modules.model", "lit_modules.errors", "lit_modules.steady_heap", "lit_modules.hf", "lit_modules.distributed", "lit_modules.diagnostics",
     "lit_modules.config", "lit_modules.data", "lit_modules.verified_checkpoint", "lit_modules.runs",
     "lit_modules.optim", "lit_modules.techniques", "lit_modules.technique_reports", "lit_modules.process_group",
-    "lit_modules.tracking", "lit_modules.callbacks", "lit_modules.lm_module", "lit_modules.activation_checkpointing",
+    "lit_modules.tracking", "lit_modules.callbacks", "lit_modules.lm_module", "lit_modules.hook_profiler", "lit_modules.activation_checkpointing",
     "lit_modules.build", "lit_modules.rebuild", "lit_modules.plan", "lit_modules.evaluation", "lit_modules.export",
     "lit_modules.quiet", "lit_modules.stack_dumps", "lit_modules.resume",
     "lit_modules.training_run", "lit_modules.train", "lit_modules.finetune", "lit_modules.goldens",

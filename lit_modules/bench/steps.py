@@ -25,6 +25,7 @@ from lit_modules.build import build_data, build_model, build_module, run_step_ca
 from lit_modules.config.budget import compute_budget
 from lit_modules.config.composition import compose_run_config
 from lit_modules.config.validate import Validated, validated
+from lit_modules.hook_profiler import NoProfiler
 from lit_modules.runs import metric_names
 
 # The hooks Lightning calls on every training step: what a callback costs per step.
@@ -125,9 +126,9 @@ def _lightning_fit(overrides: list[str], steps: int, warmup: int, wrap=None, hoo
         accelerator=cfg.trainer.accelerator, devices=1, precision=cfg.trainer.precision, max_steps=budget.steps,
         max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0, logger=MemoryLogger(),
         log_every_n_steps=cfg.trainer.log_every_n_steps, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, gradient_clip_val=cfg.optim.grad_clip or None,
-        accumulate_grad_batches=cfg.trainer.accumulate_grad_batches,
-        callbacks=[*callbacks, timer, *([_StepHook(hook)] if hook is not None else [])],
+        enable_model_summary=False, **module.trainer_flags(), profiler=NoProfiler(),
+        # A workload is timed by its hook's blocks: no step timer beside it (the plain loop has none).
+        callbacks=[*callbacks, *([timer] if hook is None else [_StepHook(hook)])],
     )
     trainer.fit(module, datamodule=data.datamodule)
     return timer, callbacks
@@ -253,7 +254,7 @@ def callback_shares(overrides: list[str], steps: int, warmup: int = 10) -> dict[
                 if getattr(type(callback), hook) is not getattr(L.Callback, hook):
                     setattr(callback, hook, _timed(getattr(callback, hook), clock, name))
         module.log = _timed(module.log, clock, "module.log")
-        module.on_before_optimizer_step = _timed(module.on_before_optimizer_step, clock, "module.grad_norm")
+        module.on_before_optimizer_step = _timed(module.on_before_optimizer_step, clock, "module.grad_norm_and_clip")
         callbacks.insert(0, _ClockReset(clock, warmup))
 
     timer, _ = _lightning_fit(overrides, steps, warmup, wrap=wrap)

@@ -9,6 +9,7 @@ is a fixed set of evenly spaced, non-overlapping windows of the held-out split.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import lightning as L
 import numpy as np
@@ -113,6 +114,13 @@ class LMDataModule(L.LightningDataModule):
         # From the shard sizes alone, so a split too short for these settings is refused before a run opens.
         train_window_count(shards.n_tokens("train"), seq_len)
         heldout_window_starts(shards.n_tokens("heldout"), seq_len, val_batches * batch_size)
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        # Tensors already where they go (training on CPU) stay as they are: Lightning's generic walk over the
+        # collection costs about what sampling the batch does.
+        if isinstance(batch, (tuple, list)) and all(isinstance(t, torch.Tensor) and t.device == device for t in batch):
+            return batch
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
 
     # --- layout -------------------------------------------------------------------------------
     def _rank_and_world(self) -> tuple[int, int]:
