@@ -45,7 +45,8 @@ def test_grids_with_their_own_arms_seeds_and_rates_run_as_one_launch_and_are_the
     # The sweep's folder is under the grid's runs_dir, with the cells that ran; no temporary cell file is left.
     sweeps = list(together.glob("multirun/*/*/multirun.yaml"))
     assert len(sweeps) == 1 and (sweeps[0].parent / "cells.json").is_file()
-    assert sorted(glob.glob(f"{tempfile.gettempdir()}/ablate-cells-*")) == leftovers
+    # Only new files count: a test on the other worker may have its own cell file there, and remove it meanwhile.
+    assert not set(glob.glob(f"{tempfile.gettempdir()}/ablate-cells-*")) - set(leftovers)
     # Run again: every cell is found finished by its hash, nothing is launched.
     assert run_together([[*COMMON, f"runs_dir={together}", *g] for g in grids]) == 0
     assert "all 4 cells already finished under this parent: nothing to launch" in capsys.readouterr().out
