@@ -138,8 +138,9 @@ class CausalLMModule(L.LightningModule):
             self.log("val/bits_per_byte", loss * self._bpb_factor, on_step=False, on_epoch=True, sync_dist=True)
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        # Before clipping, so the logged norm shows what clipping had to deal with.
-        if self.trainer.global_step % self._grad_norm_every == 0:
+        # Before clipping, so the logged norm shows what clipping had to deal with; on the steps the logger writes
+        # (as train/loss), or Lightning would write this step's norm under a later step's number.
+        if (self.trainer.global_step + 1) % self._grad_norm_every == 0:
             grads = [p.grad for p in self.model.parameters() if p.grad is not None]
             if grads:
                 norm = torch.nn.utils.get_total_norm(grads, norm_type=2.0)

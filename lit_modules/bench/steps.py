@@ -193,7 +193,7 @@ def plain_seconds_per_step(overrides: list[str], steps: int, warmup: int = 10, o
         loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
         loss.backward()
         metrics: dict[str, float] = {}
-        if step % every == 0:  # the module's grad norm, before clipping
+        if (step + 1) % every == 0:  # the module's grad norm, before clipping
             metrics["train/grad_norm"] = float(torch.nn.utils.get_total_norm(
                 [p.grad for p in model.parameters() if p.grad is not None], norm_type=2.0))
         if clip:

@@ -36,10 +36,11 @@ class HookLog(L.Callback):
         return super().__getattribute__(name)
 
 
-def _fit(tmp: Path, automatic: bool, max_steps: int = STEPS, ckpt_path: Path | None = None):
+def _fit(tmp: Path, automatic: bool, max_steps: int = STEPS, ckpt_path: Path | None = None, every: int = 1,
+         extra: tuple[L.Callback, ...] = ()):
     cfg = validated(compose_run_config([
         "regime=steps", f"trainer.max_steps={STEPS}", "data.seq_len=32", "data.batch_size=4",
-        f"optim.grad_clip={CLIP}", "trainer.log_every_n_steps=1", "trainer.val_every_n_steps=100000",
+        f"optim.grad_clip={CLIP}", f"trainer.log_every_n_steps={every}", "trainer.val_every_n_steps=100000",
         "trainer.num_threads=1", f"runs_dir={tmp}"])).config
     data = build_data(cfg)
     model, _ = build_model(cfg, [])
@@ -49,9 +50,10 @@ def _fit(tmp: Path, automatic: bool, max_steps: int = STEPS, ckpt_path: Path | N
         module.automatic_optimization = True  # Lightning's loop, told of clipping by trainer_flags
     hooks, logger = HookLog(), MemoryLogger()
     trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=max_steps, max_epochs=-1, limit_val_batches=0,
-                        num_sanity_val_steps=0, logger=logger, log_every_n_steps=1, enable_checkpointing=False,
+                        num_sanity_val_steps=0, logger=logger, log_every_n_steps=every, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, profiler=NoProfiler(),
-                        callbacks=[*run_step_callbacks(cfg, validated(cfg).budget), hooks], **module.trainer_flags())
+                        callbacks=[*run_step_callbacks(cfg, validated(cfg).budget), hooks, *extra],
+                        **module.trainer_flags())
     trainer.fit(module, datamodule=data.datamodule, ckpt_path=str(ckpt_path) if ckpt_path else None,
                 weights_only=False if ckpt_path else None)
     return trainer, module, hooks, logger
@@ -94,3 +96,23 @@ def test_a_checkpoint_of_the_automatic_loop_resumes_at_its_step(tmp_path):
     assert _values(resumed_log) == [row for row in _values(whole_log) if row[0] >= 3]
     for (name, a), b in zip(resumed_module.state_dict().items(), whole.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+class PreClipNorms(L.Callback):
+    """The gradient norm of every step before clipping (callbacks' hooks run before the module's)."""
+
+    def __init__(self) -> None:
+        self.norms: dict[int, float] = {}
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
+        self.norms[trainer.global_step] = float(torch.nn.utils.get_total_norm(grads, norm_type=2.0))
+
+
+def test_the_grad_norm_is_logged_under_the_step_it_was_measured_at(tmp_path):
+    for automatic in (False, True):
+        norms = PreClipNorms()
+        _, _, _, logger = _fit(tmp_path / str(automatic), automatic=automatic, every=3, extra=(norms,))
+        logged = {step: row["train/grad_norm"] for step, row in logger.rows if "train/grad_norm" in row}
+        assert logged == {2: norms.norms[2], 5: norms.norms[5]}  # with train/loss, every 3rd step
+        assert len(set(norms.norms.values())) == STEPS  # each step's norm is its own
