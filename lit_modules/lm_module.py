@@ -33,7 +33,7 @@ LossTerms = Callable[[torch.Tensor, Batch], dict[str, torch.Tensor]]  # (logits,
 
 # Set by Lightning around every hook it calls (~45 times a step): kept out of nn.Module.__setattr__, whose
 # Parameter/Module/buffer checks cost more than the hooks themselves on a small model.
-_HOOK_BOOKKEEPING = frozenset({"_current_fx_name"})
+_HOOK_BOOKKEEPING = "_current_fx_name"
 
 
 class CausalLMModule(L.LightningModule):
@@ -69,7 +69,7 @@ class CausalLMModule(L.LightningModule):
         return {"gradient_clip_val": self._grad_clip, "accumulate_grad_batches": self._accumulate}
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _HOOK_BOOKKEEPING:
+        if name == _HOOK_BOOKKEEPING:
             object.__setattr__(self, name, value)
         else:
             super().__setattr__(name, value)

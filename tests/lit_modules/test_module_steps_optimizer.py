@@ -38,13 +38,14 @@ class HookLog(L.Callback):
 
 def _fit(tmp: Path, automatic: bool, max_steps: int = STEPS, ckpt_path: Path | None = None, every: int = 1,
          extra: tuple[L.Callback, ...] = ()):
-    cfg = validated(compose_run_config([
+    checked = validated(compose_run_config([
         "regime=steps", f"trainer.max_steps={STEPS}", "data.seq_len=32", "data.batch_size=4",
         f"optim.grad_clip={CLIP}", f"trainer.log_every_n_steps={every}", "trainer.val_every_n_steps=100000",
-        "trainer.num_threads=1", f"runs_dir={tmp}"])).config
+        "trainer.num_threads=1", f"runs_dir={tmp}"]))
+    cfg = checked.config
     data = build_data(cfg)
     model, _ = build_model(cfg, [])
-    module = build_module(cfg, model, [], validated(cfg).budget, None)
+    module = build_module(cfg, model, [], checked.budget, None)
     assert not module.automatic_optimization  # one batch a step: the module steps
     if automatic:
         module.automatic_optimization = True  # Lightning's loop, told of clipping by trainer_flags
@@ -52,7 +53,7 @@ def _fit(tmp: Path, automatic: bool, max_steps: int = STEPS, ckpt_path: Path | N
     trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=max_steps, max_epochs=-1, limit_val_batches=0,
                         num_sanity_val_steps=0, logger=logger, log_every_n_steps=every, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, profiler=NoProfiler(),
-                        callbacks=[*run_step_callbacks(cfg, validated(cfg).budget), hooks, *extra],
+                        callbacks=[*run_step_callbacks(cfg, checked.budget), hooks, *extra],
                         **module.trainer_flags())
     trainer.fit(module, datamodule=data.datamodule, ckpt_path=str(ckpt_path) if ckpt_path else None,
                 weights_only=False if ckpt_path else None)
