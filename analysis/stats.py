@@ -152,6 +152,17 @@ def sign_flip_p(diffs: np.ndarray, n_random: int = 100_000, seed: int = 0) -> tu
     return float((np.sum(means >= observed - tolerance) + 1) / (n_random + 1)), False
 
 
+NOISE = 1e-12  # relative: a difference this small against the values it comes from is floating-point rounding
+
+
+def without_rounding_noise(diffs: np.ndarray, scale: float) -> np.ndarray:
+    """`diffs` with every value within NOISE x `scale` of 0 set to exactly 0: an accuracy averaged over tasks in
+    two orders differs by ~1e-17, which is no effect and must not be printed as one."""
+    diffs = np.asarray(diffs, dtype=float).copy()
+    diffs[np.abs(diffs) <= NOISE * max(scale, 1e-300)] = 0.0
+    return diffs
+
+
 def compare_paired(arm: dict[str, float], ref: dict[str, float], seed: int = 0) -> PairedComparison:
     """Arm vs reference, each a {seed: value} map; only seeds present (and finite) in both are paired."""
     seeds = tuple(sorted(
@@ -159,7 +170,7 @@ def compare_paired(arm: dict[str, float], ref: dict[str, float], seed: int = 0) 
     ))
     a = np.array([arm[s] for s in seeds], dtype=float)
     r = np.array([ref[s] for s in seeds], dtype=float)
-    d = a - r
+    d = without_rounding_noise(a - r, max(1.0, *np.abs(a), *np.abs(r)) if a.size else 1.0)
     n = d.size
     boot_low, boot_high = bootstrap_ci(d, seed=seed) if n >= BOOTSTRAP_MIN_SEEDS else (float("nan"), float("nan"))
     p_t, t_low, t_high = paired_t(d)
@@ -170,7 +181,7 @@ def compare_paired(arm: dict[str, float], ref: dict[str, float], seed: int = 0) 
         seeds=seeds,
         mean_arm=float(a.mean()) if n else nan,
         mean_ref=float(r.mean()) if n else nan,
-        mean_diff=float(d.mean()) if n else nan,
+        mean_diff=float(without_rounding_noise(np.array([d.mean()]), float(np.abs(d).max()))[0]) if n else nan,
         sd_diff=float(d.std(ddof=1)) if n > 1 else nan,
         ci_low=t_low,
         ci_high=t_high,

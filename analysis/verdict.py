@@ -23,9 +23,13 @@ This module decides, from the numbers the row prints and nothing else (shared/re
    effect at this power* (the row's MDD says what that power was). For "none": inside the margin:
    *reproduced* / *consistent with no effect*; entirely outside it: *not reproduced* / *consistent with an
    effect*; else *cannot tell at this power*.
-4. MAGNITUDE against the paper's effect in our units (where the paper gives one): the interval contains it
-   (*consistent*), lies wholly nearer zero or beyond zero (*smaller*), or wholly beyond it (*larger*);
-   no number: *cannot tell*.
+4. MAGNITUDE against the paper's effect in our units (where the paper gives one), said only when the estimate
+   lies on the paper's side of 0: the interval contains it (*consistent*), lies wholly nearer zero (*smaller*),
+   or wholly beyond it (*larger*); an estimate on the other side of 0 is *opposite side*; no number in the
+   paper: *no comparable figure in the paper* (never "cannot tell" beside a decided direction).
+6. EXACT TEST BESIDE t. With n <= EXACT_NOTE_MAX_SEEDS seeds the row's reason says when the exact sign-flip p
+   and the t interval disagree at the row's level (the smallest sign-flip p is 2 / 2^n: 0.0625 at 5 seeds).
+   Fewer than MIN_SEEDS seeds: the row prints no p and no interval at all (analysis/verdict_table.py).
 5. TUNED comparisons over different LR grids are not symmetric: *not comparable*.
 
 Every verdict states the scale it holds at (analysis/scale.py). Arms are never ranked against each other.
@@ -40,6 +44,7 @@ from analysis.scale import Scale
 from analysis.stats import t_interval
 
 MIN_SEEDS = 3
+EXACT_NOTE_MAX_SEEDS = 10  # rows this small print the exact sign-flip p and say when it disagrees
 ALPHA = 0.05
 PRIMARY = "primary"
 SECONDARY = "secondary"
@@ -63,7 +68,8 @@ NO_CLAIM = "no claim (context arm)"
 MAG_CONSISTENT = "consistent"
 MAG_SMALLER = "smaller"
 MAG_LARGER = "larger"
-MAG_UNKNOWN = "cannot tell"
+MAG_UNKNOWN = "no comparable figure in the paper"
+MAG_OPPOSITE_SIDE = "opposite side"
 MAG_NONE = "-"
 
 # The labels that state a direction the interval supports, by role: (claimed side, other side).
@@ -82,9 +88,12 @@ RULE_TEXT = (
     "scale), or a speedup not reached on some seed (did not "
     "reach, with the closest approach; never an interval). Direction: the interval wholly on the claimed side "
     "(reproduced), wholly on the other (opposite), or containing 0 (no detectable effect at this power; the "
-    "MDD column is that power). Magnitude against the paper's effect in our units: the interval contains it "
-    "(consistent), lies wholly short of it (smaller) or beyond it (larger); no paper number: cannot tell. "
-    "Tuned comparisons over different LR grids: not comparable."
+    "MDD column is that power). Magnitude against the paper's effect in our units, only for an estimate on the "
+    "paper's side of 0: the interval contains it (consistent), lies wholly short of it (smaller) or beyond it "
+    "(larger); an estimate on the other side: opposite side; no paper number: no comparable figure in the paper. "
+    "With at most 10 seeds the exact sign-flip p is printed beside the t p and the row says when the two disagree "
+    "at its level; fewer than 3 seeds print neither p nor interval. Tuned comparisons over different LR grids: "
+    "not comparable."
 )
 
 
@@ -101,6 +110,7 @@ class Decision:
     family_size: int = 0  # primary only
     divisor: float = 1.0  # Holm judged this test at ALPHA / divisor (1 for a secondary check)
     margin: float | None = None  # a TOST margin: this is an equivalence test
+    p_exact: float = math.nan  # the exact sign-flip p of the same differences (a difference test's second opinion)
 
     @property
     def equivalence(self) -> bool:
@@ -142,12 +152,15 @@ class Verdict:
 
 
 def magnitude(low: float, high: float, paper_effect: float | None) -> str:
-    """Where the interval lies against the paper's effect (same units, arm - reference)."""
+    """Where the interval lies against the paper's effect (same units, arm - reference); the estimate is the
+    interval's midpoint (a t interval is symmetric about the mean difference)."""
     if paper_effect is None or not math.isfinite(paper_effect) or paper_effect == 0:
         return MAG_UNKNOWN
     if not (math.isfinite(low) and math.isfinite(high)):
         return MAG_UNKNOWN
     sign = 1.0 if paper_effect > 0 else -1.0
+    if sign * (low + high) / 2.0 < 0:  # "smaller" than the paper's effect would read as a weaker same-side effect
+        return MAG_OPPOSITE_SIDE
     a, b = sorted((sign * low, sign * high))  # the paper's effect is now +|effect|
     if b < abs(paper_effect):
         return MAG_SMALLER
@@ -167,7 +180,9 @@ def judge(expect: str | None, better: str, d: Decision, scale: Scale | None = No
         return Verdict(label, f"{why}; {scale_text}", short, mag)
 
     if expect is None:
-        return Verdict(NO_CLAIM, "the paper makes no claim about this arm; measured only", "context arm")
+        low, high = d.interval if d.n >= MIN_SEEDS else (math.nan, math.nan)
+        return Verdict(NO_CLAIM, "the paper makes no claim about this arm; measured only" + _exact_note(d, low, high),
+                       "context arm" + _exact_short(d, low, high))
     if d.n == 0:
         return said(NOT_MEASURED, "not measured for this arm and its reference", "not measured")
     if d.n < MIN_SEEDS:
@@ -194,30 +209,65 @@ def judge(expect: str | None, better: str, d: Decision, scale: Scale | None = No
     else:
         where += f" (secondary; raw p {d.p:.3g})"
     if expect == "none" and d.equivalence:
-        inside, outside = EQUIVALENCE[d.role]
-        m = d.margin
-        if -m < low and high < m:
-            return said(inside, f"{where} inside the declared margin +/-{m:.3g}", f"inside +/-{m:.3g}")
-        if high < -m or low > m:
-            return said(outside, f"{where} wholly outside the margin +/-{m:.3g}", f"beyond +/-{m:.3g}")
-        return said(CANNOT_TELL, f"{where} crosses the margin +/-{m:.3g}", f"crosses +/-{m:.3g}")
+        return _equivalence(d, low, high, where, said)
     if expect == "none":
         if low > 0 or high < 0:
             label = NOT_REPRODUCED if d.role == PRIMARY else CONSISTENT_EFFECT
-            return said(label, f"{where} excludes 0 where the paper reports no effect", "an effect; paper: none")
+            return said(label, f"{where} excludes 0 where the paper reports no effect{_exact_note(d, low, high)}",
+                        "an effect; paper: none" + _exact_short(d, low, high))
         return said(NO_DETECTABLE, f"{where} contains 0; no equivalence margin is declared, so this is not "
-                                   "'no effect'", "contains 0; no margin")
+                                   f"'no effect'{_exact_note(d, low, high)}", "contains 0; no margin")
     claimed = -1.0 if (better == "lower") == (expect == "better") else 1.0  # the sign of the claimed difference
     mag = magnitude(low, high, paper_effect)
     paper_text = (f"the paper's effect {paper_effect:+.3g} in our units" if paper_effect is not None
                   else "the paper gives no number in these units")
+    exact, exact_short = _exact_note(d, low, high), _exact_short(d, low, high)
     if low > 0 or high < 0:
         same_side = (low > 0) == (claimed > 0)
         label = SUPPORTED[d.role][0 if same_side else 1]
         side = "the claimed" if same_side else "the opposite"
-        return said(label, f"{where} lies wholly on {side} side of 0; {paper_text}: {mag}",
-                    f"{'claimed' if same_side else 'opposite'} side; magnitude {mag}", mag)
-    return said(NO_DETECTABLE, f"{where} contains 0; {paper_text}: {mag}", f"contains 0; magnitude {mag}", mag)
+        return said(label, f"{where} lies wholly on {side} side of 0; {paper_text}: {mag}{exact}",
+                    f"{'claimed' if same_side else 'opposite'} side; magnitude {mag}{exact_short}", mag)
+    return said(NO_DETECTABLE, f"{where} contains 0; {paper_text}: {mag}{exact}",
+                f"contains 0; magnitude {mag}{exact_short}", mag)
+
+
+def _equivalence(d: Decision, low: float, high: float, where: str, said) -> Verdict:
+    """A TOST row in its own words: the equivalence bounds, the (1 - 2 alpha) interval, what TOST concluded."""
+    inside, outside = EQUIVALENCE[d.role]
+    m = d.margin
+    bounds = f"equivalence bounds [-{m:.3g}, +{m:.3g}]"
+    level = "1 - 2 alpha" + (f"/{d.divisor:g}" if d.divisor != 1 else "")
+    head = f"TOST against the {bounds}: the {where.replace(' interval', f' ({level}) interval', 1)}"
+    if -m < low and high < m:
+        return said(inside, f"{head} lies inside them: TOST concludes equivalence (TOST p {d.p:.3g})",
+                    f"equivalent within +/-{m:.3g}")
+    if high < -m or low > m:
+        return said(outside, f"{head} lies wholly outside them: TOST does not conclude equivalence (TOST p "
+                             f"{d.p:.3g}), and the difference is beyond the margin", f"beyond +/-{m:.3g}")
+    return said(CANNOT_TELL, f"{head} crosses them: TOST does not conclude equivalence (TOST p {d.p:.3g}), nor is "
+                             "the difference beyond the margin", f"crosses +/-{m:.3g}")
+
+
+def _exact_disagrees(d: Decision, low: float, high: float) -> bool:
+    """Whether the exact sign-flip test decides otherwise than the t interval at the row's level."""
+    if d.n > EXACT_NOTE_MAX_SEEDS or not (math.isfinite(d.p_exact) and math.isfinite(low)):
+        return False
+    return (low > 0 or high < 0) != (d.p_exact < d.alpha)
+
+
+def _exact_note(d: Decision, low: float, high: float) -> str:
+    if not _exact_disagrees(d, low, high):
+        return ""
+    floor = 2.0 / 2 ** d.n
+    if low > 0 or high < 0:
+        return (f"; the exact sign-flip p {d.p_exact:.3g} is not below the row's level {d.alpha:.3g} (with {d.n} "
+                f"seeds it cannot go below {floor:.3g}): the t-test alone decides this row")
+    return f"; the exact sign-flip p {d.p_exact:.3g} is below the row's level {d.alpha:.3g} where the t interval holds 0"
+
+
+def _exact_short(d: Decision, low: float, high: float) -> str:
+    return f"; exact p {d.p_exact:.3g} disagrees" if _exact_disagrees(d, low, high) else ""
 
 
 def best_of(scores: list[float], better: str) -> int:

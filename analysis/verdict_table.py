@@ -60,8 +60,14 @@ class _Test:
         return c.p_t
 
     def in_family(self) -> bool:
-        return (self.role == PRIMARY and self.expect is not None and self.comparison.n >= MIN_SEEDS
-                and math.isfinite(self.p))
+        """Every declared primary check counts in Holm's family, decidable or not (statistics.md)."""
+        return self.role == PRIMARY and self.expect is not None
+
+    @property
+    def family_p(self) -> float:
+        """The p Holm ranks: a primary check with no p (too few seeds, a speedup never reached) counts as 1,
+        so it widens the family without being rejected."""
+        return self.p if self.comparison.n >= MIN_SEEDS and math.isfinite(self.p) else 1.0
 
 
 def verdicts_table(ab: Ablation, claim: Claim, families: Families | None = None) -> pd.DataFrame:
@@ -95,12 +101,13 @@ def _primary_family(tests: list[_Test]) -> tuple[list[float], list[float], int]:
         if t.in_family():
             first.setdefault((t.arm, t.reference, t.check.metric, t.expect), i)
     members = list(first.values())
-    adjusted = dict(zip(members, holm_adjust([tests[i].p for i in members])))
-    divisor = dict(zip(members, holm_divisors([tests[i].p for i in members], ALPHA)))
+    adjusted = dict(zip(members, holm_adjust([tests[i].family_p for i in members])))
+    divisor = dict(zip(members, holm_divisors([tests[i].family_p for i in members], ALPHA)))
     p_holm, divisors = [], []
     for t in tests:
         j = first.get((t.arm, t.reference, t.check.metric, t.expect)) if t.in_family() else None
-        p_holm.append(adjusted[j] if j is not None else math.nan)
+        decidable = j is not None and t.family_p == t.p
+        p_holm.append(adjusted[j] if decidable else math.nan)
         divisors.append(divisor[j] if j is not None else (math.nan if t.role == PRIMARY else 1.0))
     return p_holm, divisors, len(members)
 
@@ -113,25 +120,31 @@ def _row(ab: Ablation, claim: Claim, t: _Test, p_holm: float, divisor: float, fa
     effect = check.paper_effect(t.arm, c.mean_ref)
     primary_in_family = t.role == PRIMARY and math.isfinite(divisor)
     decision = Decision(t.role if primary_in_family else SECONDARY, c.n, c.mean_diff, c.sd_diff, t.p,
-                        p_holm, family_size, divisor if primary_in_family else 1.0, t.margin)
+                        p_holm, family_size, divisor if primary_in_family else 1.0, t.margin, c.p_sign_flip)
     floor = _floor(ab, check, t.reference)
     not_reached = t.speedup.not_reached_text() if t.speedup is not None else ""
     v = judge(t.expect, check.better, decision, scale, effect, c.mean_ref, floor, not_reached, t.same_grid,
               t.noise.sd)
-    low, high = decision.interval if not not_reached else (math.nan, math.nan)
+    evidence = c.n >= MIN_SEEDS and not not_reached  # fewer seeds are no evidence: no p, no interval printed
+    low, high = decision.interval if evidence else (math.nan, math.nan)
     row = comparison_row(t.arm, t.reference, check.metric, check.better, c, t.noise)
+    if not evidence:
+        row.update({k: math.nan for k in ("ci_low", "ci_high", "boot_low", "boot_high", "p_t", "p_sign_flip")})
     first_crossing = t.speedup.log_first_crossing if t.speedup is not None else {}
     row.update({
         "role": t.role, "variant": t.variant or "-", "expect": t.expect or "-", "paper": check.paper,
-        "ci_low": low, "ci_high": high, "ci_level": decision.level, "p_test": t.p,
+        "ci_low": low, "ci_high": high, "ci_level": decision.level if evidence else math.nan,
+        "p_test": t.p if evidence else math.nan,
         "test": "equivalence (TOST)" if decision.equivalence else "difference (t)",
         "margin": t.margin if t.margin is not None else math.nan,
+        "equivalence_low": -t.margin if decision.equivalence else math.nan,
+        "equivalence_high": t.margin if decision.equivalence else math.nan,
         "p_holm": p_holm, "family_size": family_size if t.role == PRIMARY else 0,
         "holm_divisor": divisor if primary_in_family else math.nan,
         "paper_effect": effect if effect is not None else math.nan,
-        "mdd": mdd(c.n, c.sd_diff, decision.alpha) if not not_reached else math.nan,
+        "mdd": mdd(c.n, c.sd_diff, decision.alpha) if evidence else math.nan,
         "seeds_needed": (seeds_needed(c.sd_diff, effect, decision.alpha)
-                         if effect is not None and not not_reached else math.nan),
+                         if effect is not None and evidence else math.nan),
         "chance": floor.chance if floor else math.nan, "floor": floor.threshold if floor else math.nan,
         "first_crossing": float(np.mean(list(first_crossing.values()))) if first_crossing else math.nan,
         "params_non_embedding": scale.params_non_embedding, "params_total": scale.params_total,

@@ -46,7 +46,7 @@ def test_matched_scale_is_20_tpp_or_the_papers_own_when_shorter():
 
 
 def test_a_null_result_states_its_scale_and_whether_it_rules_out_the_papers_effect():
-    null = decided([-0.03, 0.04, 0.02])  # t-interval about [-0.08, +0.10]
+    null = decided([-0.03, 0.02, -0.02])  # mean -0.01 on the paper's side; t-interval about [-0.08, +0.06]
     v = judge("better", "lower", null, scale(20, 281), paper_effect=-0.5)
     assert v.label == NO_DETECTABLE and v.magnitude == MAG_SMALLER  # the interval lies short of -0.5
     assert "20 TPP" in v.reason and "the paper's ~281 TPP" in v.reason and "matched scale" in v.reason
