@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
+from lit_modules.config.ladder import ladder_tokens
+
 
 def rate_text(rate: float) -> str:
     """A rate as the LR variants spell it: 0.0015 -> '1.5e-3', 0.003 -> '3e-3', 0.012 -> '1.2e-2'."""
@@ -18,7 +20,7 @@ def rate_text(rate: float) -> str:
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
-RESOLVERS = {"rate_text": rate_text}
+RESOLVERS = {"rate_text": rate_text, "ladder_tokens": ladder_tokens}  # ladder_tokens: config/ladder.py
 
 
 def register_resolvers() -> None:

@@ -142,8 +142,11 @@ class Config:
 
 
 def register_schema() -> None:
-    """Make the schema available to `conf/config.yaml` as the first defaults entry, and its resolvers."""
+    """Make the schema available to `conf/config.yaml` as the first defaults entry, its resolvers, and the
+    ladder's rungs as model options (`model=ladder/<rung>`, config/ladder.py)."""
+    from lit_modules.config.ladder import register_ladder
     from lit_modules.config.resolvers import register_resolvers
 
     ConfigStore.instance().store(name="config_schema", node=Config)
     register_resolvers()
+    register_ladder()
