@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from lit_modules.activation_checkpointing import checkpoint_blocks
+from lit_modules.callbacks.checkpoint_io import VerifiedCheckpointIO
 from lit_modules.callbacks.checkpointing import LastCheckpoint
 from lit_modules.callbacks.diagnostics import DiagnosticsLogger
 from lit_modules.callbacks.divergence import DivergenceGuard
@@ -33,7 +34,6 @@ from lit_modules.lm_module import CausalLMModule
 from lit_modules.model import Llama, init_weights
 from lit_modules.optim.build import build_optimizer, build_schedule
 from lit_modules.techniques.base import Technique
-from lit_modules.verified_checkpoint import VerifiedCheckpointIO
 
 
 def build_techniques(cfg: DictConfig) -> list[Technique]:

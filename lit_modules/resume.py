@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from lit_modules.config.errors import ConfigError
@@ -15,7 +14,10 @@ from lit_modules.config.schema import Config
 from lit_modules.hf import hf_folder, is_hf_reference
 from lit_modules.runs import tags
 from lit_modules.runs.finished import CONFIG_SIDECAR, MODULE_PREFIX, RunCheckpoint, model_weights
-from lit_modules.tracking.run_owner import Owner, end_if_dead, owner_of
+
+if TYPE_CHECKING:  # torch and MLflow load where they are used: check_resume_reference runs before either
+    import torch
+    from mlflow.tracking import MlflowClient
 # Settings that may change between the first part of a run and its continuation.
 RESUMABLE_OVERRIDES = ("trainer.stop_after_steps", "trainer.num_threads", "resume", "dry_run")
 
@@ -72,20 +74,58 @@ def init_weights_from(reference: str, client: MlflowClient | None) -> InitWeight
 NOTHING_TO_RESUME = "there is nothing to resume; start the run again without resume="
 
 
-def _checkpoint_from(resume: str, client: MlflowClient | None, nothing: str = NOTHING_TO_RESUME) -> RunCheckpoint:
-    """`client` None: the local store is not made yet, so no run id can be found in it."""
-    path = Path(resume)
+def _local_checkpoint(reference: str) -> RunCheckpoint | None:
+    """The checkpoint `reference` names as a file or a folder holding last.ckpt; None if it names none."""
+    path = Path(reference)
     if path.is_file():
         return RunCheckpoint(path)
     if path.is_dir() and RunCheckpoint.in_folder(path).path.is_file():
         return RunCheckpoint.in_folder(path)
-    if client is None:
-        raise ConfigError(f"'{resume}' is neither a checkpoint file nor a known MLflow run id (the MLflow store "
-                          "does not exist yet; pass runs_dir=<the folder the run was trained in>).")
+    return None
+
+
+def _no_store(reference: str) -> ConfigError:
+    return ConfigError(f"'{reference}' is neither a checkpoint file nor a known MLflow run id (the MLflow store "
+                       "does not exist yet; pass runs_dir=<the folder the run was trained in>).")
+
+
+def _get_run(client: MlflowClient, reference: str):
     try:
-        run = client.get_run(resume)
+        return client.get_run(reference)
     except Exception as err:  # noqa: BLE001 - any lookup failure means the same thing to the user
-        raise ConfigError(f"'{resume}' is neither a checkpoint file nor a known MLflow run id.") from err
+        raise ConfigError(f"'{reference}' is neither a checkpoint file nor a known MLflow run id.") from err
+
+
+def check_resume_reference(cfg: DictConfig) -> None:
+    """`resume=` names a checkpoint (file or folder) or a run of an existing store: refused in one sentence
+    before the training stack loads (Lightning alone is seconds). Read only; whether the run has a checkpoint,
+    and everything else, is resolve_resume's, after the stack loaded."""
+    reference = str(cfg.resume)
+    if _local_checkpoint(reference) is not None:
+        return
+    from lit_modules.runs.store import store_exists
+    from lit_modules.runs.store_check import check_store
+    from lit_modules.tracking.store import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(cfg.logger.tracking_uri, cfg.runs_dir)
+    if not store_exists(uri):
+        raise _no_store(reference)
+    check_store(uri)  # before a client exists: a server that does not answer is one sentence too
+    from mlflow.tracking import MlflowClient
+
+    _get_run(MlflowClient(uri), reference)
+
+
+def _checkpoint_from(resume: str, client: MlflowClient | None, nothing: str = NOTHING_TO_RESUME) -> RunCheckpoint:
+    """`client` None: the local store is not made yet, so no run id can be found in it."""
+    from lit_modules.tracking.run_owner import Owner, end_if_dead, owner_of
+
+    local = _local_checkpoint(resume)
+    if local is not None:
+        return local
+    if client is None:
+        raise _no_store(resume)
+    run = _get_run(client, resume)
     directory = run.data.tags.get(tags.CHECKPOINT_DIR)
     if not directory or not RunCheckpoint.in_folder(directory).path.is_file():
         if run.info.status == "RUNNING" and owner_of(run, directory) is Owner.ALIVE:
@@ -103,6 +143,8 @@ def _checkpoint_from(resume: str, client: MlflowClient | None, nothing: str = NO
 def _refuse_if_trained_now(client: MlflowClient | None, run_id: str) -> None:
     if client is None:  # no store here yet: nothing in it is being trained
         return
+    from lit_modules.tracking.run_owner import Owner, owner_of
+
     try:
         run = client.get_run(run_id)
     except Exception:  # noqa: BLE001 - a checkpoint copied from another store: nothing to check here

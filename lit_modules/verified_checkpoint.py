@@ -14,7 +14,9 @@ Each replace is tmp + fsync + rename + fsync of the folder, so the order survive
 truncated or bit-flipped file matches neither digest and is refused; a same-size flip included.
 
 `load_verified_checkpoint` is the one way a finished or paused run's checkpoint is read: resume (through
-`VerifiedCheckpointIO`, the Trainer's checkpoint IO), evaluation, PC export, fine-tuning and `init_from`.
+`callbacks.checkpoint_io.VerifiedCheckpointIO`, the Trainer's checkpoint IO), evaluation, PC export,
+fine-tuning and `init_from`. Neither torch nor Lightning loads here until a checkpoint is read: the verbs
+that look a run up refuse a bad one before the training stack is imported.
 """
 
 from __future__ import annotations
@@ -22,9 +24,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
-
-import torch
-from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.data.hashing import sha256_file
@@ -77,6 +76,8 @@ def verify_checkpoint(checkpoint: Path) -> str:
 
 def load_verified_checkpoint(checkpoint: Path) -> dict[str, Any]:
     """The checkpoint's contents (on the CPU), after its checksum has been verified."""
+    import torch
+
     checkpoint = Path(checkpoint)
     verify_checkpoint(checkpoint)
     try:
@@ -86,24 +87,6 @@ def load_verified_checkpoint(checkpoint: Path) -> dict[str, Any]:
             f"The checkpoint {checkpoint} matches its checksum but cannot be read as a training checkpoint "
             f"({type(err).__name__})."
         ) from err
-
-
-class VerifiedCheckpointIO(TorchCheckpointIO):
-    """The Trainer's checkpoint IO: `fit(ckpt_path=...)` restores only a verified checkpoint, and whatever
-    Lightning itself saves through it (ddp_spawn hands rank 0's weights back in a file) gets a checksum."""
-
-    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options=None) -> None:
-        path = Path(path)
-        written = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        super().save_checkpoint(checkpoint, written, storage_options)
-        commit_checkpoint(written, path)
-
-    def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict[str, Any]:
-        return load_verified_checkpoint(Path(path))
-
-    def remove_checkpoint(self, path) -> None:
-        super().remove_checkpoint(path)
-        checksum_path(Path(path)).unlink(missing_ok=True)
 
 
 def _accepted_digests(sums: Path) -> list[str]:

@@ -20,13 +20,15 @@ import json
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
-
-from mlflow.tracking import MlflowClient
+from typing import TYPE_CHECKING
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.runs import tags
 from lit_modules.runs.uri_masking import mask_password
 from lit_modules.verified_checkpoint import load_verified_checkpoint, verify_checkpoint
+
+if TYPE_CHECKING:  # the client is made by whoever opens the store: MLflow loads there (about a second)
+    from mlflow.tracking import MlflowClient
 
 CHECKPOINT_FILE = "last.ckpt"
 CONFIG_SIDECAR = "config.json"
@@ -52,8 +54,17 @@ class RunCheckpoint:
         return self.path.is_file() and self.sidecar.is_file()
 
     def record(self) -> dict:
-        """config.json: `config` (the resolved run config), `mlflow_run_id`, `config_hash`."""
-        return json.loads(self.sidecar.read_text())
+        """config.json: `config` (the resolved run config), `mlflow_run_id`, `config_hash`; a damaged file is a
+        ConfigError naming it."""
+        try:
+            record = json.loads(self.sidecar.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ConfigError(f"{self.sidecar} cannot be read as the run's config ({_why(err)}); restore it from a "
+                              "copy of the run's checkpoint folder.") from None
+        if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
+            raise ConfigError(f"{self.sidecar} holds no run config (no 'config' mapping); restore it from a copy of "
+                              "the run's checkpoint folder.")
+        return record
 
     def config(self) -> dict:
         return self.record()["config"]
@@ -64,6 +75,12 @@ class RunCheckpoint:
     def state(self) -> dict:
         """The checkpoint's contents, read only after its checksum has been verified (CheckpointError)."""
         return load_verified_checkpoint(self.path)
+
+
+def _why(err: Exception) -> str:
+    if isinstance(err, json.JSONDecodeError):
+        return f"not valid JSON: {err.msg} at line {err.lineno}"
+    return getattr(err, "strerror", None) or type(err).__name__
 
 
 def model_weights(state: dict) -> dict:
@@ -104,20 +121,22 @@ class FinishedRun:
 
 def finished_run(client: MlflowClient, run_id: str, key: str = "run", require_finished: bool = False) -> FinishedRun:
     """The run `key=<run_id>` names, with its checkpoint folder; ConfigError (one sentence naming `key`) when
-    the store has no such run, it has not FINISHED (with `require_finished`), or its checkpoint is missing."""
+    the store has no such run, it has not FINISHED (with `require_finished`), or its checkpoint is missing.
+    `key` empty: the id was a positional word (the export's), named alone."""
+    named = f"{key}={run_id}" if key else run_id
     try:
         run = client.get_run(run_id)
     except Exception:  # noqa: BLE001 - any lookup failure means the same thing to the user
         raise ConfigError(
-            f"{key}={run_id} is not a run in the MLflow store {mask_password(client.tracking_uri)}; pass the id of a finished run."
+            f"{named} is not a run in the MLflow store {mask_password(client.tracking_uri)}; pass the id of a finished run."
         ) from None
     if require_finished and run.info.status != "FINISHED":
-        raise ConfigError(f"{key}={run_id} is {run.info.status}, not FINISHED; only a finished run can be used here.")
+        raise ConfigError(f"{named} is {run.info.status}, not FINISHED; only a finished run can be used here.")
     directory = run.data.tags.get(tags.CHECKPOINT_DIR)
     checkpoint = RunCheckpoint.in_folder(directory or "")
     if not directory or not checkpoint.complete():
         raise ConfigError(
-            f"{key}={run_id} has no checkpoint (looked for {CHECKPOINT_FILE} and {CONFIG_SIDECAR} in {directory})."
+            f"{named} has no checkpoint (looked for {CHECKPOINT_FILE} and {CONFIG_SIDECAR} in {directory})."
         )
     metrics = {k: float(v) for k, v in run.data.metrics.items()}
     return FinishedRun(run_id, run.info.run_name or run_id[:8], run.info.status, dict(run.data.tags), metrics,

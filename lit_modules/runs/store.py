@@ -9,31 +9,39 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from mlflow.tracking import MlflowClient
 from sqlalchemy.engine import make_url
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.runs.store_check import check_store
 from lit_modules.runs.uri_masking import keep_off_stdout
 
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
-def open_store(runs_dir: str | Path = "runs", tracking_uri: str | None = None) -> MlflowClient:
-    """A client on `tracking_uri`, else $MLFLOW_TRACKING_URI, else `<runs_dir>/mlflow.db`, which must exist.
+
+RUNS_DIR_WORD = "runs_dir=<the folder the run was trained in>"  # how the key=value verbs take the folder
+
+
+def open_store(runs_dir: str | Path = "runs", tracking_uri: str | None = None,
+               runs_dir_word: str = RUNS_DIR_WORD) -> MlflowClient:
+    """A client on `tracking_uri`, else $MLFLOW_TRACKING_URI, else `<runs_dir>/mlflow.db`, which must exist;
+    `runs_dir_word` is how this verb's user passes the folder (the export: --runs-dir).
 
     The store is checked first (a server answers within seconds, a database is writable): ConfigError."""
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
         database = Path(runs_dir).resolve() / "mlflow.db"
         if not database.is_file():
-            raise ConfigError(
-                f"There is no MLflow store at {database}; pass runs_dir=<the folder the run was trained in>."
-            )
+            raise ConfigError(f"There is no MLflow store at {database}; pass {runs_dir_word}.")
         uri = f"sqlite:///{database}"
     elif not store_exists(uri):  # a client would create it, empty
         raise ConfigError(f"There is no MLflow store at {uri}; point MLFLOW_TRACKING_URI at the store the run is in.")
     check_store(uri)
+    from mlflow.tracking import MlflowClient  # here: a verb that refuses before the lookup never loads MLflow
+
     return MlflowClient(keep_off_stdout(uri))
 
 

@@ -5,17 +5,18 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 from urllib.parse import urlparse
 
-from mlflow.entities import ViewType
-from mlflow.tracking import MlflowClient
 from sqlalchemy.engine import make_url
 
 from lit_modules.data.locking import build_lock
 
 from lit_modules.runs.store_check import HINT, StoreError
 from lit_modules.runs.uri_masking import keep_off_stdout
+
+if TYPE_CHECKING:  # MLflow loads where a client is made: resolving a URI (resume's early check) needs none
+    from mlflow.tracking import MlflowClient
 
 # Tracking URIs served by an MLflow server (or a hosted one), which decides where artifacts go.
 SERVER_SCHEMES = ("http", "https", "databricks")
@@ -62,6 +63,8 @@ def store_lock(uri: str) -> Iterator[None]:
 
 def open_client(uri: str) -> MlflowClient:
     """An MlflowClient whose store (for a fresh SQLite file: its schema) one process at a time creates."""
+    from mlflow.tracking import MlflowClient
+
     with store_lock(uri):
         return MlflowClient(uri)
 
@@ -101,6 +104,8 @@ def _retire_empty_default(client: MlflowClient) -> None:
     server, a database others use) is left alone."""
     if not client.tracking_uri.startswith("sqlite:"):
         return
+    from mlflow.entities import ViewType
+
     experiment_id, name = MLFLOW_DEFAULT_EXPERIMENT
     try:
         default = client.get_experiment(experiment_id)
