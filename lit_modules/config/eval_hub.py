@@ -53,9 +53,10 @@ def hub_reachable(timeout_s: float = 3.0) -> bool:
 
 
 def hub_unreachable_sentence(
-    standard_tasks: list[str], corpus_name: Optional[str] = None, timeout_s: float = 3.0
+    standard_tasks: list[str], corpus_name: Optional[str] = None, timeout_s: float = 3.0, key: str = "eval.tasks"
 ) -> Optional[str]:
-    """None when the Hub can serve `standard_tasks`; otherwise the one sentence to show the user."""
+    """None when the Hub can serve `standard_tasks`; otherwise the one sentence to show the user (`key`: the
+    word that sets the tasks where the user is, `tasks` for make eval)."""
     if not standard_tasks:
         return None
     switch = offline_variable()
@@ -69,7 +70,7 @@ def hub_unreachable_sentence(
         local = "local_<kind>_<corpus>"
     return (
         f"The Hugging Face Hub is unreachable ({why}), so the standard tasks {', '.join(standard_tasks)} "
-        f"cannot load their data; run the local tasks {local} instead (eval.tasks=[{LOCAL_ALIAS}])."
+        f"cannot load their data; run the local tasks {local} instead ({key}=[{LOCAL_ALIAS}])."
     )
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import functools
 from pathlib import Path
 from typing import Optional
 
@@ -63,12 +62,11 @@ def split_tasks(tasks: list[str], corpus_name: str) -> tuple[list[str], list[str
     return local, standard
 
 
-@functools.cache
 def standard_task_names() -> frozenset[str]:
-    """Every task, group and tag name lm-eval knows (its index of installed task files; ~8 s once, no network)."""
-    from lm_eval.tasks import TaskManager
+    """Every task, group and tag name lm-eval knows (a small index of its installed task files, lm_eval_index)."""
+    from lit_modules.config.lm_eval_index import standard_task_names as names
 
-    return frozenset(TaskManager().all_tasks)
+    return names()
 
 
 def paper_tasks() -> list[str]:
@@ -80,10 +78,11 @@ def paper_tasks() -> list[str]:
     return list(OmegaConf.load(files.CONF_DIR / "eval" / "zero_shot.yaml").tasks)
 
 
-def unknown_task_sentence(standard: list[str], corpus_name: Optional[str] = None) -> Optional[str]:
+def unknown_task_sentence(standard: list[str], corpus_name: Optional[str] = None,
+                          key: str = "eval.tasks") -> Optional[str]:
     """One sentence naming the standard task names lm-eval does not know (lm-eval also loads a glob that
     matches one, or a task file), the local tasks, the papers' suite and the closest known names; None when
-    every name is known."""
+    every name is known. `key` is the word the user set the tasks with (`tasks=` for make eval)."""
     known = standard_task_names()
     unknown = [t for t in standard if t not in known and not fnmatch.filter(known, t) and not Path(t).is_file()]
     if not unknown:
@@ -92,7 +91,7 @@ def unknown_task_sentence(standard: list[str], corpus_name: Optional[str] = None
     close = [c for t in unknown for c in difflib.get_close_matches(t, sorted(known), n=3, cutoff=0.75)]
     which = "which is" if len(unknown) == 1 else "which are"
     return (
-        f"eval.tasks names {', '.join(map(repr, unknown))}, {which} neither a local task ({LOCAL_ALIAS}, {local}) "
+        f"{key} names {', '.join(map(repr, unknown))}, {which} neither a local task ({LOCAL_ALIAS}, {local}) "
         f"nor one of lm-eval's {len(known):,} standard tasks (the papers' suite: {', '.join(paper_tasks())}"
         + (f"; closest: {', '.join(dict.fromkeys(close))}" if close else "") + ")."
     )

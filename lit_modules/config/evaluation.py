@@ -61,8 +61,10 @@ class EvalConfig:
     sampled_temperature: float = 0.8
     sampled_prompts: int = 32
 
-    def problems(self, corpus_name: Optional[str] = None, check_hub: bool = True) -> list[str]:
-        """One sentence per impossible setting; `check_hub` also probes the Hub if standard tasks are set."""
+    def problems(self, corpus_name: Optional[str] = None, check_hub: bool = True,
+                 key: str = "eval.tasks") -> list[str]:
+        """One sentence per impossible setting; `check_hub` also probes the Hub if standard tasks are set; `key`
+        is the word that set the tasks (`tasks` for make eval), for the sentences that name it."""
         found = []
         if self.batch_size < 1:
             found.append(f"eval.batch_size is {self.batch_size} but must be at least 1.")
@@ -111,8 +113,8 @@ class EvalConfig:
             from lit_modules.config.eval_hub import hub_unreachable_sentence
 
             # A name lm-eval does not know is no hub problem: said first, with the names it does know.
-            sentence = (unknown_task_sentence(standard, corpus_name)
-                        or hub_unreachable_sentence(standard, corpus_name, self.hub_timeout_s))
+            sentence = (unknown_task_sentence(standard, corpus_name, key)
+                        or hub_unreachable_sentence(standard, corpus_name, self.hub_timeout_s, key))
             if sentence:
                 found.append(sentence)
         return found

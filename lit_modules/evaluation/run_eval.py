@@ -42,6 +42,22 @@ def parse_args(argv: list[str]) -> tuple[dict[str, str], dict[str, Any]]:
     return run_keys, overrides
 
 
+def refuse_unknown_task_words(overrides: dict[str, Any]) -> None:
+    """`tasks=` names lm-eval does not know, or a malformed local task: EvalError before anything is read."""
+    from lit_modules.config.eval_tasks import (LOCAL_ALIAS, is_local_task, local_task_problem, split_tasks,
+                                               unknown_task_sentence)
+
+    tasks = list(overrides.get("tasks") or [])
+    for name in tasks:
+        problem = local_task_problem(name) if is_local_task(name) and name != LOCAL_ALIAS else None
+        if problem:
+            raise EvalError(problem)
+    _, standard = split_tasks(tasks, "<corpus>")
+    sentence = unknown_task_sentence(standard, key=f"tasks={','.join(tasks)}")
+    if sentence:
+        raise EvalError(sentence)
+
+
 def eval_config_for(recorded: Optional[dict], overrides: dict[str, Any]) -> EvalConfig:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
@@ -62,20 +78,26 @@ def evaluate_finished_run(
     runs_dir: str = "runs",
     tracking_uri: Optional[str] = None,
 ):
-    """Load, evaluate and log into the same run; returns the EvalOutcome (the CLI, callable from Python)."""
+    """Load, evaluate and log into the same run; returns the EvalOutcome (the CLI, callable from Python).
+    Every check comes before the model, lm-eval and Lightning load: the task names the words give, then
+    the run and the settings it ends up with."""
+    from lit_modules.runs.finished import config_on_schema, finished_run
+    from lit_modules.runs.store import open_store
+
+    refuse_unknown_task_words(overrides or {})
+    client = open_store(runs_dir, tracking_uri)
+    run = finished_run(client, run_id, key="run")
+    cfg = eval_config_for(run.config.get("eval"), overrides or {})
+    key = "tasks" if "tasks" in (overrides or {}) else "eval.tasks"  # the word that set them, for the sentence
+    problems = cfg.problems(config_on_schema(run.config).data.name, key=key)
+    if problems:
+        raise EvalError(problems[0])
     from .evaluate import evaluate_run
     from .tracking import ARTIFACT_PATH, log_outcome
 
     from lit_modules.rebuild import inference_view
-    from lit_modules.runs.finished import finished_run
-    from lit_modules.runs.store import open_store
 
-    client = open_store(runs_dir, tracking_uri)
-    loaded = inference_view(finished_run(client, run_id, key="run"))
-    cfg = eval_config_for(loaded.eval_config, overrides or {})
-    problems = cfg.problems(loaded.corpus.name)
-    if problems:
-        raise EvalError(problems[0])
+    loaded = inference_view(run)
     with tempfile.TemporaryDirectory(prefix="eval-") as tmp:
         outcome = evaluate_run(
             loaded.model,

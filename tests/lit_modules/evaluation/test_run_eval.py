@@ -120,7 +120,8 @@ def test_an_unknown_task_is_named_with_the_known_ones_before_the_hub(finished_ru
     runs_dir, run_id = finished_run
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     err = _one_sentence_exit([f"run={run_id}", f"runs_dir={runs_dir}", "tasks=bogus_task"], capsys)
-    assert "eval.tasks names 'bogus_task', which is neither a local task (local, local_cloze_shakespeare" in err
+    # Named from the words alone, before the store is read (the run's corpus is not known yet).
+    assert "tasks=bogus_task names 'bogus_task', which is neither a local task (local, local_<kind>_<corpus>)" in err
     assert "standard tasks (the papers' suite: boolq, arc_easy" in err and "unreachable" not in err
     err = _one_sentence_exit([f"run={run_id}", f"runs_dir={runs_dir}", "tasks=boolq,arc_eazy"], capsys)
     assert "names 'arc_eazy', which" in err and "closest: arc_easy" in err and "'boolq'" not in err
