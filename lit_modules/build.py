@@ -73,6 +73,7 @@ def build_data(cfg: DictConfig) -> DataBundle:
         seed=cfg.seed,
         accumulate_grad_batches=cfg.trainer.accumulate_grad_batches,
         val_batches=cfg.data.val_batches,
+        sampler=cfg.data.sampler,
     )
     return DataBundle(tokenizer, datamodule, shards.key, shards.bytes_per_token("heldout"), corpus, shards)
 

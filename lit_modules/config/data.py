@@ -14,10 +14,13 @@ from typing import Any, List, Optional
 from lit_modules.errors import DataError
 
 SOURCES = ("embedded", "hf", "text_files", "sft")
-EMBEDDED_CORPORA = ("shakespeare", "python_docs")
+EMBEDDED_CORPORA = ("shakespeare", "python_docs", "evidence_en")  # evidence_en: data/evidence_corpus.py
 TOKENIZER_KINDS = ("byte", "bpe", "pretrained")
 # UTF-8 bytes 0..255 plus BOS, EOS and PAD; see data/tokenization.ByteTokenizer.
 BYTE_VOCAB_SIZE = 259
+SAMPLERS = ("random", "permutation")
+# Fields added after runs were recorded, at their "not used" value: left out of a run's identity hash there.
+DATA_ADDED_DEFAULTS = {"sampler": "random"}
 
 
 @dataclass
@@ -35,6 +38,9 @@ class DataConfig:
     text_field: str = "text"
     data_files: List[str] = field(default_factory=list)
     max_documents: Optional[int] = None  # any source: keep only the first N documents
+    # Training windows drawn with replacement ("random") or read as a seeded permutation of disjoint windows,
+    # so no token is read twice within an epoch ("permutation"; lit_modules/data/sampling.py).
+    sampler: str = "random"
     # source=sft only: JSON-lines `data_files` or a Hugging Face dataset `hf_path`, one pair per record;
     # the loss is on response tokens only.
     prompt_field: str = "query"
@@ -52,6 +58,8 @@ class DataConfig:
             )
         if self.seq_len < 2:
             found.append(f"data.seq_len is {self.seq_len} but must be at least 2.")
+        if self.sampler not in SAMPLERS:
+            found.append(f"data.sampler is {self.sampler!r} but must be one of {', '.join(SAMPLERS)}.")
         if self.batch_size < 1:
             found.append(f"data.batch_size is {self.batch_size} but must be at least 1.")
         if self.val_batches < 1:

@@ -9,6 +9,7 @@ recorded while they hold their "not used" value, so every recorded cell keeps it
 
 from __future__ import annotations
 
+from lit_modules.config.data import DATA_ADDED_DEFAULTS
 from lit_modules.config.schema import OPTIM_ADDED_DEFAULTS
 from lit_modules.model.config import ADDED_DEFAULTS as MODEL_ADDED_DEFAULTS
 from lit_modules.model.init_config import ADDED_DEFAULTS as INIT_ADDED_DEFAULTS
@@ -19,7 +20,8 @@ NOT_IDENTITY = ("dry_run", "resume", "logger", "runs_dir", "parent_run_id", "tag
 # recomputes the same activations: neither changes what is computed.
 NOT_IDENTITY_TRAINER = ("stop_after_steps", "num_threads", "checkpoint_every_n_steps", "global_batch_tokens",
                         "activation_checkpointing")
-ADDED_FIELD_DEFAULTS = {"model": MODEL_ADDED_DEFAULTS, "init": INIT_ADDED_DEFAULTS, "optim": OPTIM_ADDED_DEFAULTS}
+ADDED_FIELD_DEFAULTS = {"model": MODEL_ADDED_DEFAULTS, "init": INIT_ADDED_DEFAULTS, "optim": OPTIM_ADDED_DEFAULTS,
+                        "data": DATA_ADDED_DEFAULTS}
 
 
 def identity_of(resolved: dict) -> dict:

