@@ -5,15 +5,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
-from torch import nn
-from torch.nn.utils import parametrize
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.rebuild import rebuild_model
 from lit_modules.runs.finished import RunCheckpoint, config_on_schema, finished_run, model_weights
 from lit_modules.runs.store import open_store
+
+if TYPE_CHECKING:  # torch loads with the model: finding the run and refusing it loads none of it
+    from torch import nn
+
+RUNS_DIR_FLAG = "--runs-dir <the folder the run was trained in>"  # the export's way to name the store
 
 
 @dataclass
@@ -41,6 +45,8 @@ class ExportSource:
 
 
 def refuse_parametrized(model: nn.Module, reference: str) -> None:
+    from torch.nn.utils import parametrize
+
     if any(parametrize.is_parametrized(m) for m in model.modules()):
         raise ConfigError(f"The run of {reference} still has parametrized weights after every technique's "
                           "prepare_for_inference; it cannot be exported as a plain model.")
@@ -59,7 +65,7 @@ def export_source(reference: str, runs_dir: str | Path = "runs") -> ExportSource
         return ExportSource(reference, checkpoint, run_id, record["config"], _tags_if_recorded(run_id, stores))
     if path.exists() or "/" in reference:
         raise ConfigError(f"{reference} is neither a checkpoint nor a folder holding last.ckpt.")
-    run = finished_run(open_store(runs_dir), reference, key="run")
+    run = finished_run(open_store(runs_dir, runs_dir_word=RUNS_DIR_FLAG), reference, key="")
     return ExportSource(reference, run.checkpoint, run.run_id, run.config, run.tags)
 
 

@@ -4,8 +4,12 @@ Linear weights are [out, in] in both, RoPE is rotate_half in both, so only the n
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-import torch
+from lit_modules.hf import ModelFolderError
+
+if TYPE_CHECKING:
+    import torch
 
 # (our name pattern, theirs); `{i}` is the layer index.
 _LAYER = (
@@ -54,8 +58,25 @@ def our_name(theirs: str) -> str:
 
 def to_hf(state: dict[str, torch.Tensor], tied: bool) -> dict[str, torch.Tensor]:
     """Our plain Llama's state_dict under Hugging Face's names; a tied head is stored once (as HF does)."""
+    refuse_unnamed(state)
     out = {hf_name(k): v.detach().contiguous().clone() for k, v in state.items() if not (tied and k == "lm_head.weight")}
     return out
+
+
+def refuse_unnamed(names) -> None:
+    """ModelFolderError for the first of our tensor names (e.g. a parameter a technique added and kept in its
+    inference form) that a Hugging Face Llama has no place for."""
+    unnamed = []
+    for name in names:
+        try:
+            hf_name(name)
+        except KeyError:
+            unnamed.append(name)
+    if unnamed:
+        raise ModelFolderError(
+            f"The merged model has {unnamed[0]} ({len(unnamed)} such tensor{'s' if len(unnamed) > 1 else ''}), which a "
+            "Hugging Face Llama has no place for, so it cannot be exported in that format; export it with "
+            "`python -m lit_modules.export plain` instead.")
 
 
 def expected_hf_names(n_layers: int, tied: bool) -> set[str]:

@@ -113,6 +113,9 @@ def test_the_model_card_names_run_commit_data_and_techniques(runs, exported):
 
 
 def test_export_then_import_is_the_same_model_and_tokenizer(runs, exported, tmp_path):
+    # With the defaults: the exported tokenizer.json is the byte tokenizer, so tokenizer=byte takes it.
+    default = validated(compose_run_config([*tiny_overrides(tmp_path, steps=2), f"init_from=hf:{exported['pc']}"]))
+    assert default.config.tokenizer.kind == "byte"
     cfg = compose_run_config([*tiny_overrides(tmp_path, steps=2), "tokenizer=pretrained"])
     cfg.init_from = f"hf:{exported['pc']}"
     cfg = validated(cfg).config
@@ -151,17 +154,23 @@ def test_what_cannot_be_exported_is_refused_in_one_sentence_and_nothing_is_writt
     record["config"]["model"]["attn_gate"] = "elementwise"
     (gated / "config.json").write_text(json.dumps(record))
     (gated / "last.ckpt").write_bytes(b"not read")
+    broken = Path(shutil.copytree(runs_dir / "checkpoints" / runs["base"], tmp_path / "broken"))
+    (broken / "config.json").write_text('{"config": ')  # a damaged sidecar was json's traceback
     cases = [
         ([str(gated), str(tmp_path / "g")], "model.attn_gate=elementwise has no Hugging Face Llama equivalent"),
         ([runs["base"], str(exported["base"])], "already exists"),
-        (["0123456789abcdef", str(tmp_path / "n")], "is not a run in the MLflow store"),
+        (["0123456789abcdef", str(tmp_path / "n")], "0123456789abcdef is not a run in the MLflow store"),
         ([str(tmp_path / "nowhere/last.ckpt"), str(tmp_path / "m")], "is neither a checkpoint nor"),
+        ([str(broken), str(tmp_path / "b")], "config.json cannot be read as the run's config (not valid JSON"),
+        ([runs["base"], str(tmp_path / "gated" / "config.json" / "x")], "config.json is a file, not a folder"),
     ]
     for words, expected in cases:
         assert export_main(["hf", *words, "--runs-dir", str(runs_dir)]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and expected in err and "\n" not in err, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["gated"]  # nothing else was written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken", "gated"]  # nothing else was written
+    assert export_main(["hf", runs["base"], str(tmp_path / "x"), "--runs-dir", str(tmp_path / "none")]) == 2
+    assert "pass --runs-dir <the folder the run was trained in>" in capsys.readouterr().err  # the flag it has
     ckpt = runs_dir / "checkpoints" / runs["base"]
     copy = Path(shutil.copytree(ckpt, tmp_path / "copy", ignore=shutil.ignore_patterns("*.sha256")))
     assert export_main(["hf", str(copy), str(tmp_path / "c")]) == 2  # no checksum: not trusted
@@ -175,3 +184,54 @@ def test_bad_arguments_are_one_line(argv, capsys):
         export_main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert stop.value.code == 2 and len(err) == 1 and err[0].startswith("error: ") and "usage: " in err[0]
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc, which takes no new folder")
+@pytest.mark.parametrize("fmt", ["hf", "plain"])
+def test_an_unwritable_destination_is_refused_before_the_checkpoint_is_read(runs, fmt, capsys, monkeypatch):
+    """temp.mkdir() under /proc was a FileNotFoundError traceback, after the checkpoint had been read."""
+    from lit_modules.runs.finished import RunCheckpoint
+
+    monkeypatch.setattr(RunCheckpoint, "state", lambda self: pytest.fail("the checkpoint was read"))
+    assert export_main([fmt, runs["base"], "/proc/llm-ablate-export", "--runs-dir", str(runs["runs_dir"])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: /proc/llm-ablate-export cannot be written: /proc takes no new folder (No such file or "
+                   "directory); export into a folder you can write (nothing was read).")
+
+
+def test_a_tensor_hugging_face_llama_lacks_is_refused_before_anything_is_written(runs, tmp_path, capsys, monkeypatch):
+    """A technique whose inference form keeps a parameter of its own (here one added to the merged model) was
+    a KeyError from hf/names.py after the checkpoint was read."""
+    from lit_modules.export.source import ExportSource
+
+    merged = ExportSource.inference_model
+
+    def with_a_gain(self, weights):
+        model = merged(self, weights)
+        model.layers[0].attn.register_parameter("gain", torch.nn.Parameter(torch.ones(1)))
+        return model
+
+    monkeypatch.setattr(ExportSource, "inference_model", with_a_gain)
+    target = tmp_path / "deep" / "out"
+    assert export_main(["hf", runs["base"], str(target), "--runs-dir", str(runs["runs_dir"])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: The merged model has layers.0.attn.gain (1 such tensor), which a Hugging Face "
+                          "Llama has no place for") and "lit_modules.export plain" in err and "\n" not in err
+    assert list(tmp_path.iterdir()) == []  # neither the folder nor the parents made for it
+
+
+@pytest.mark.parametrize("kind", ["folder", "file"])
+def test_a_failed_export_leaves_neither_its_temporary_nor_the_folders_made_for_it(tmp_path, kind):
+    from lit_modules.export.staging import staged_file, staged_folder
+
+    (tmp_path / "kept").mkdir()
+    target = tmp_path / "kept" / "a" / "b" / "out"
+    with pytest.raises(RuntimeError, match="disk full"):
+        with (staged_folder if kind == "folder" else staged_file)(target) as temp:
+            (temp / "x" if kind == "folder" else temp).write_text("partial")
+            raise RuntimeError("disk full")
+    assert [p.name for p in tmp_path.rglob("*")] == ["kept"]
+    with (staged_folder if kind == "folder" else staged_file)(target) as temp:
+        (temp / "x" if kind == "folder" else temp).write_text("whole")
+    assert (target / "x" if kind == "folder" else target).read_text() == "whole"
+    assert sorted(p.name for p in (tmp_path / "kept" / "a" / "b").iterdir()) == ["out"]

@@ -92,8 +92,19 @@ def test_a_config_we_cannot_represent_is_refused_naming_the_field(folders, tmp_p
     assert not (tmp_path / "runs").exists()
 
 
+def _not_quite_bytes(path: Path) -> None:
+    """A tokenizer.json with the byte tokenizer's 259 tokens that lowercases first: other ids for "A"."""
+    from tokenizers import normalizers
+
+    from lit_modules.config.byte_tokenizer_file import byte_tokenizer_backend
+
+    backend = byte_tokenizer_backend()
+    backend.normalizer = normalizers.Lowercase()
+    path.write_text(backend.to_str())
+
+
 @pytest.mark.parametrize("case", ["not_a_folder", "no_config", "no_weights", "byte_over_own_tokenizer",
-                                  "no_tokenizer", "tokenizer_too_big"])
+                                  "no_tokenizer", "tokenizer_too_big", "truncated_weights", "config_not_an_object"])
 def test_a_folder_that_cannot_start_a_run_is_refused_in_one_sentence(folders, tmp_path, case):
     folder = _copy(folders, tmp_path)
     extra, words = [], ""
@@ -105,8 +116,16 @@ def test_a_folder_that_cannot_start_a_run_is_refused_in_one_sentence(folders, tm
     elif case == "no_weights":
         (folder / "model.safetensors").unlink()
         words = "has neither model.safetensors nor model.safetensors.index.json"
-    elif case == "byte_over_own_tokenizer":
+    elif case == "byte_over_own_tokenizer":  # a tokenizer.json that is not the byte tokenizer (same size)
+        _not_quite_bytes(folder / "tokenizer.json")
         extra, words = ["tokenizer=byte"], "add tokenizer=pretrained"
+    elif case == "truncated_weights":  # safe_open's SafetensorError was a traceback
+        data = (folder / "model.safetensors").read_bytes()
+        (folder / "model.safetensors").write_bytes(data[:-100])
+        words = "model.safetensors is not a complete safetensors file"
+    elif case == "config_not_an_object":
+        (folder / "config.json").write_text("[1, 2]")
+        words = "config.json holds a JSON list"
     elif case == "no_tokenizer":
         (folder / "tokenizer.json").unlink()
         words = "has no tokenizer.json; set tokenizer.path"
@@ -116,6 +135,17 @@ def test_a_folder_that_cannot_start_a_run_is_refused_in_one_sentence(folders, tm
     with pytest.raises(ModelFolderError) as err:
         validated(_cfg(tmp_path / "runs", folder, *extra))
     assert words in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_folder_with_the_byte_tokenizer_starts_a_run_with_the_default_tokenizer(folders, tmp_path):
+    """Our own export of a byte run (its tokenizer.json is the byte tokenizer) imports back without
+    tokenizer=pretrained: the default tokenizer=byte gives the same ids."""
+    cfg = compose_run_config(tiny_overrides(tmp_path / "runs", steps=4))
+    assert cfg.tokenizer.kind == "byte"
+    cfg.init_from = f"hf:{folders['gqa_untied']}"
+    checked = validated(cfg).config
+    assert checked.tokenizer.kind == "byte" and checked.model.vocab_size == 259
     assert not (tmp_path / "runs").exists()
 
 
