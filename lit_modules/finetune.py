@@ -29,14 +29,11 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, fields
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-import lightning as L
-from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from lit_modules.callbacks.plasticity_probe import PlasticityProbe
 from lit_modules.config import files
 from lit_modules.config.arguments import DOTLIST, Arg, Prefix, Verb, parse_words
 from lit_modules.config.composition import override_error_sentence
@@ -48,6 +45,10 @@ from lit_modules.hf import is_hf_reference
 from lit_modules.runs import tags
 from lit_modules.runs.finished import FinishedRun, config_on_schema, finished_run
 from lit_modules.runs.store import open_store
+
+if TYPE_CHECKING:  # Lightning and MLflow load once the words and the base run passed their checks
+    import lightning as L
+    from mlflow.tracking import MlflowClient
 
 BASE_KEY = "base_run"  # the command-line word naming the base run
 
@@ -145,6 +146,12 @@ def finetune_config(
 
 def split_technique_options(words: Iterable[str]) -> tuple[list[str], list[str]]:
     """(technique options like `lora=pissa`, the other words): a fine-tune may add a technique to its base's."""
+    words = list(words)
+    top_level = {f.name for f in fields(Config)}
+    # A technique's group is packaged under techniques.<name>, never a top-level key: the registry (every
+    # technique, torch) is imported only when a word could name one.
+    if not any("=" in w and files.is_group(w.split("=", 1)[0]) and w.split("=", 1)[0] not in top_level for w in words):
+        return [], words
     from lit_modules.techniques import TECHNIQUES
 
     techniques, rest = [], []
@@ -231,6 +238,11 @@ def finetune(
         client = client or open_store(runs_dir)
         base = finished_run(client, base_run_id, key=BASE_KEY, require_finished=True)
     cfg = finetune_config(base, recipe, runs_dir, overrides)
+    from lit_modules.config.validate import validate
+
+    validate(cfg)  # as lit_modules.train does: the fine-tune's config is refused before the training stack loads
+    from lit_modules.callbacks.plasticity_probe import PlasticityProbe  # Lightning: only for a run that will start
+
     if client is not None:
         # The store the base was found in, as this process reaches it: the base's recorded URL has its
         # password masked (user:***@), so it cannot be used to connect.
