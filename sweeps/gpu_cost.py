@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lit_modules.config import files
 from lit_modules.config.arguments import NAMES, POSITIVE_INT, TEXT, Arg, Verb, parse_words
 from lit_modules.config.budget import parameter_counts
 from lit_modules.config.composition import compose_run_config
 from lit_modules.config.errors import ConfigError
-from lit_modules.config.memory import GIB
 from lit_modules.config.validate import validated
-from lit_modules.plan.gpu_plan import GpuPlan, plan_gpu_run
-from sweeps.evidence import EvidenceSpec, known_papers, load_spec
+from lit_modules.plan.devices import GPUS
+
+if TYPE_CHECKING:  # torch (memory's sizes) and the protocols (MLflow, pandas) load once the words passed
+    from lit_modules.plan.gpu_plan import GpuPlan
+    from sweeps.evidence import EvidenceSpec
 
 VERB = Verb(
     "gpu-cost",
@@ -53,6 +56,8 @@ class Cell:
 
 def plan_of(overrides: list[str], gpu: str, devices: int, mfu: str) -> tuple[GpuPlan, object]:
     """The GPU plan of a composed config on the node, and its budget."""
+    from lit_modules.plan.gpu_plan import plan_gpu_run
+
     cfg = compose_run_config([*overrides, f"trainer.devices={devices}", f"plan.gpu={gpu}", f"plan.mfu={mfu}",
                               "dry_run=true"])
     checked = validated(cfg)
@@ -86,6 +91,8 @@ def protocol_cells(spec: EvidenceSpec, recipe: str, gpu: str, devices: int, mfu:
 
 def recipe_table(recipes: list[str], gpu: str, devices: int, mfu: str) -> list[str]:
     """One row per recipe: its own plan (recipe=<size> alone: 20 tokens per parameter, no technique)."""
+    from lit_modules.config.memory import GIB
+
     rows = ["| recipe | tokens/step (micro x seq x devices x accumulation) | steps at 20 TPP (warmup) | ETA per run | "
             "GPU-hours per run | memory per device, DDP / FSDP (GiB) |", "|---|---|---|---|---|---|"]
     for recipe in recipes:
@@ -123,9 +130,24 @@ def _model_size(recipe: str) -> int:
     return parameter_counts(compose_run_config([f"recipe={recipe}"]).model)["total"]
 
 
+def check_node_words(gpu: str, mfu: str) -> None:
+    """`gpu=` and `mfu=` refused in the words the user typed (the plan would name plan.gpu and plan.mfu)."""
+    if gpu not in GPUS:
+        raise ConfigError(f"gpu={gpu} is not a GPU the planner knows; choose one of {', '.join(GPUS)}.")
+    try:
+        share = float(mfu)
+    except ValueError:
+        share = None
+    if share is None or not 0 < share <= 1:
+        raise ConfigError(f"mfu={mfu} must be a number in (0, 1], the share of the GPU's peak reached (e.g. 0.4).")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         words = parse_words(sys.argv[1:] if argv is None else argv, VERB)
+        check_node_words(words["gpu"], words["mfu"])
+        from sweeps.evidence import known_papers, load_spec
+
         papers = words["papers"] or known_papers()
         recipes = words["recipes"] or sorted(files.options("recipe"), key=_model_size)
         unknown = [r for r in recipes if not files.has_option("recipe", r)]

@@ -26,7 +26,7 @@ def derive_accumulation(cfg: DictConfig) -> list[str]:
     accumulation = target // micro
     if t.accumulate_grad_batches not in (1, accumulation):
         return [f"trainer.accumulate_grad_batches={t.accumulate_grad_batches} contradicts trainer.global_batch_tokens="
-                f"{target:,}, which needs {accumulation} ({d.batch_size} x {d.seq_len} tokens x {world} devices per "
+                f"{target:,}, which needs {accumulation} ({d.batch_size} x {d.seq_len} tokens x {_devices(world)} per "
                 "micro-batch); drop one of them (trainer.global_batch_tokens=null keeps your accumulation)."]
     t.accumulate_grad_batches = accumulation
     return []
@@ -43,4 +43,8 @@ def _indivisible(target: int, batch: int, seq_len: int, world: int) -> str:
     else:
         fix = "set trainer.global_batch_tokens to a multiple of the micro-batch"
     return (f"trainer.global_batch_tokens={target:,} is not a whole number of micro-batches of {batch} x {seq_len} "
-            f"tokens on {world} devices ({batch * seq_len * world:,} tokens); {fix}.")
+            f"tokens on {_devices(world)} ({batch * seq_len * world:,} tokens); {fix}.")
+
+
+def _devices(n: int) -> str:
+    return f"{n} device" if n == 1 else f"{n} devices"

@@ -99,6 +99,22 @@ def _basic_problems(cfg: DictConfig) -> list[str]:
     return p
 
 
+def _dense_moe_preset_problems(cfg: DictConfig) -> list[str]:
+    """model.n_experts=0 under a mixture-of-experts preset trains a dense model: 0 means "no experts", and
+    nothing else would say so. A dense model is a dense preset's."""
+    from lit_modules.config import files
+
+    m = cfg.model
+    from_folder = str(cfg.get("init_from") or "").startswith("hf:")  # named after its folder, not a preset
+    if m.n_experts != 0 or from_folder or not files.has_option("model", m.name):
+        return []
+    preset = files.load_option("model", m.name).get("n_experts", 0) or 0
+    if preset < 2:
+        return []
+    return [f"model.n_experts=0 turns model={m.name} ({preset} experts) into a dense model, since 0 means no "
+            "experts; choose a dense model preset for that, or set model.n_experts to at least 2."]
+
+
 def _cuda_visible() -> bool:
     """torch.cuda.is_available(), with torch imported only when a GPU run asks: a plain refusal never loads
     it (issue 27 item 7)."""
@@ -204,6 +220,7 @@ def validated(cfg: DictConfig) -> Validated:
         except Exception as err:  # noqa: BLE001 - a missing tokenizer file is a config problem
             problems.append(str(err))
     problems += OmegaConf.to_object(cfg.model).problems()
+    problems += _dense_moe_preset_problems(cfg)
     problems += _basic_problems(cfg)
     problems += derive_accumulation(cfg)  # before the budget: it sets trainer.accumulate_grad_batches
     techniques, unbuildable = instantiate_techniques(cfg)
