@@ -39,6 +39,7 @@ from analysis.seeds import seed_key
 from analysis.sections import Section, first_value
 from lit_modules.technique_reports import figure_specs
 from analysis.scale import MATCHED_TPP, count, number
+from analysis.prediction import prediction_section
 from analysis.trend_report import trend_section
 from analysis.verdict import PRIMARY, RULE_TEXT
 
@@ -69,6 +70,7 @@ def render_ablation(ab: Ablation, claim: Claim, out: Path, provenance: dict | No
         lr_tuning_section(ran, provenance, out),
         _verdict_section(verdicts, families, provenance),
         trend_section(ab, verdicts, out),
+        prediction_section(verdicts, out),
         _arm_summary_section(summary),
         _effects_section(effects, metrics),
         _noise_section(noise),

@@ -9,7 +9,9 @@ families are chosen before the data are seen):
         - {arm: snr, metric: val/loss, tuned: true}     # the tuned comparison of an LR-swept family
       margins: {val/loss: 0.01}       # TOST margin of a "none" expectation, in the metric's units
       added_after_data:               # checks declared after their data were first seen: flagged
-        - {arm: "*", metric: "finetune:eval/*/acc", note: "added at 05b9fcb after ..."}   # every arm
+        - {arm: "*", metric: "finetune:eval/*/acc", note: "added after ..."}   # every arm
+      components:                     # a recipe's parts: each one's own share, printed beside the headline
+        - {arm: small_eps_gate, without: baseline_eps_gate, metric: val/loss, part: "small init (gamma 1)"}
 
 `arm` is the arm as the grid names it, variant included (`adamw_pc4@x4` is the 4x rung's test). Every other
 test the claim makes is secondary: raw p, a 95% interval, words no stronger than "consistent with".
@@ -35,8 +37,9 @@ from lit_modules.config import files
 from lit_modules.config.errors import ConfigError
 
 PROTOCOL_PREFIX = "evidence/"
-KEYS = {"primary", "margins", "added_after_data"}
+KEYS = {"primary", "margins", "added_after_data", "components"}
 ENTRY_KEYS = {"arm", "metric", "tuned", "note"}
+COMPONENT_KEYS = {"arm", "without", "metric", "part"}
 ANY_ARM = "*"
 
 
@@ -51,6 +54,16 @@ class CheckKey:
 
 
 @dataclass(frozen=True)
+class Component:
+    """One part of a recipe arm: `arm` against `without` (the recipe minus that part) isolates the part's share."""
+
+    arm: str
+    without: str
+    metric: str
+    part: str
+
+
+@dataclass(frozen=True)
 class Families:
     """A protocol's declaration; `declared` False: no protocol declares one (every test is primary)."""
 
@@ -59,6 +72,7 @@ class Families:
     added_after_data: dict[CheckKey, str] = field(default_factory=dict)
     declared: bool = True
     source: str = ""
+    components: tuple[Component, ...] = ()
 
     def is_primary(self, key: CheckKey) -> bool:
         return not self.declared or key in self.primary
@@ -101,7 +115,15 @@ def parse_families(node: object, where: str) -> Families:
     margins = node.get("margins") or {}
     if not isinstance(margins, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in margins.values()):
         raise ConfigError(f"{where}: checks.margins maps a metric to a positive margin in its units.")
-    return Families(primary, {str(k): float(v) for k, v in margins.items()}, late, True, where)
+    components = tuple(_component(e, where) for e in node.get("components") or [])
+    return Families(primary, {str(k): float(v) for k, v in margins.items()}, late, True, where, components)
+
+
+def _component(entry: object, where: str) -> Component:
+    if not isinstance(entry, dict) or set(entry) != COMPONENT_KEYS:
+        raise ConfigError(f"{where}: every checks.components entry names an 'arm', the arm 'without' the part, "
+                          f"the 'metric' and the 'part'; got {entry!r}.")
+    return Component(*(str(entry[k]) for k in ("arm", "without", "metric", "part")))
 
 
 def _entry(entry: object, where: str, part: str) -> CheckKey:
@@ -122,6 +144,12 @@ def validate_against(families: Families, claim: Claim, arms: list[str]) -> None:
         if key.arm not in arms and key.arm != ANY_ARM and not (key.tuned and key.arm in families_run):
             raise ConfigError(f"{families.source}: check {key.text()} names an arm the protocol does not run "
                               f"(it runs {', '.join(arms)}).")
+    for c in families.components:
+        missing = [a for a in (c.arm, c.without) if a not in arms]
+        if missing or c.metric not in metrics:
+            raise ConfigError(f"{families.source}: component '{c.part}' names "
+                              + (f"an arm the protocol does not run ({', '.join(missing)})" if missing else
+                                 f"a metric the claim '{claim.preset}' does not check ({c.metric})") + ".")
     unknown = set(families.margins) - metrics
     if unknown:
         raise ConfigError(f"{families.source}: checks.margins names {', '.join(sorted(unknown))}, which the claim "

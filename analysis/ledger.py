@@ -11,6 +11,10 @@ the verdict used and its level, raw and Holm p with the family size, the paper's
 reference's seed sd, the power columns, the verdict in parts and the scale; then one provenance line per
 paper. The same inputs give a byte-identical file: nothing in it depends on the time it was written or the
 order the file system lists folders.
+
+The command also checks what it does not print: each folder's derived tables (verdicts, trend, rungs, prediction)
+against their re-derivation from `data/` (analysis.derived_files: a file that differs is rewritten and named),
+and the reader's check over every verdicts.csv (analysis.verdict_audit: exit 1 when it finds anything).
 """
 
 from __future__ import annotations
@@ -30,8 +34,12 @@ from analysis.families import Families, families_for
 from analysis.finetune_lr_tuning import as_compared
 from analysis.verdict_table import verdicts_table
 from analysis.claims import Claim, claim_for, split_arm
-from analysis.scale import MATCHED_TPP, count, number
-from analysis.verdict import ALPHA, DID_NOT_REACH, NO_CLAIM, PRIMARY
+from analysis.derived_files import refresh_derived
+from analysis.glance import claim_line
+from analysis.verdict_audit import audit_results
+from analysis.ledger_text import effect_text, num_text, p_text, paper_effect_text, power_text, scale_text, verdict_text
+from analysis.scale import MATCHED_TPP
+from analysis.verdict import ALPHA, MIN_SEEDS, NO_CLAIM, PRIMARY
 from analysis.sections import FINDINGS_FILE, REPORT_FILE
 from lit_modules.config.arguments import Arg, Verb, parse_words
 from lit_modules.config.errors import ConfigError
@@ -55,12 +63,14 @@ def result_folders(results: Path) -> list[Path]:
     return sorted(p for p in results.iterdir() if (p / DATA_DIR / PARENT_FILE).is_file()) if results.is_dir() else []
 
 
-def tested_rows(ab: Ablation, claim: Claim) -> pd.DataFrame:
+def tested_rows(ab: Ablation, claim: Claim, verdicts: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every row the report tests (context arms left out), primary first, then check, arm and variant order."""
-    verdicts = verdicts_table(ab, claim)
+    verdicts = verdicts_table(ab, claim) if verdicts is None else verdicts
     if verdicts.empty:
         return verdicts
-    rows = verdicts[verdicts["verdict"] != NO_CLAIM].copy()
+    # Context arms make no claim; a secondary row on fewer than MIN_SEEDS seeds (a tuning cell) is no evidence.
+    evidence = (verdicts["role"] == PRIMARY) | (verdicts["n"] >= MIN_SEEDS) | (verdicts["n"] == 0)
+    rows = verdicts[(verdicts["verdict"] != NO_CLAIM) & evidence].copy()
     check_order = {c.metric + (" tuned" if c.tuned else ""): i for i, c in enumerate(claim.checks)}
     families = list(claim.headline) + [f for f in dict.fromkeys(split_arm(a)[0] for a in ab.arms)
                                        if f not in claim.headline]
@@ -84,89 +94,10 @@ def ledger_rows(folder: Path, rows: pd.DataFrame, claim: Claim, link_base: Path)
             "paper": f"`{claim.preset}`",
             "check": f"`{r['arm']}` vs `{r['reference']}` on `{r['metric']}`{variant}{late}",
             "role": r["role"], "n": str(int(r["n"])), "effect": effect_text(r), "p": p_text(r),
-            "paper_effect": paper_effect_text(r), "seed_sd": _num(r["seed_sd"]), "power": power_text(r),
+            "paper_effect": paper_effect_text(r), "seed_sd": num_text(r["seed_sd"]), "power": power_text(r),
             "verdict": verdict_text(r), "scale": scale_text(r), "report": f"[report]({link})",
         })
     return out
-
-
-def _num(x: float) -> str:
-    return number(x) if isinstance(x, float) and math.isfinite(x) else "–"
-
-
-def effect_text(r: pd.Series) -> str:
-    """The mean difference with the interval the verdict used and its level (speedups as ratios)."""
-    if not math.isfinite(r["diff"]):
-        return "–"
-    level = f"{100 * r['ci_level']:.3g}%" if math.isfinite(r["ci_level"]) else "?"
-    if r["metric"] == "speedup":
-        text = f"{math.exp(r['diff']):.3g}x"
-        if math.isfinite(r["ci_low"]):
-            text += f" [{math.exp(r['ci_low']):.3g}x, {math.exp(r['ci_high']):.3g}x; {level}]"
-        if math.isfinite(r.get("first_crossing", math.nan)):
-            text += f"; first crossing {math.exp(r['first_crossing']):.3g}x"
-        return text
-    if not math.isfinite(r["ci_low"]):
-        return f"{r['diff']:+.3g}"
-    margin = f"; margin ±{r['margin']:.3g}" if math.isfinite(r.get("margin", math.nan)) else ""
-    return f"{r['diff']:+.3g} [{r['ci_low']:+.3g}, {r['ci_high']:+.3g}; {level}{margin}]"
-
-
-def p_text(r: pd.Series) -> str:
-    raw = md.pvalue(r["p_test"])
-    if r["role"] == PRIMARY and math.isfinite(r["p_holm"]):
-        return f"{raw} / {md.pvalue(r['p_holm'])} ({int(r['family_size'])})"
-    return raw
-
-
-def paper_effect_text(r: pd.Series) -> str:
-    e = r["paper_effect"]
-    if not math.isfinite(e):
-        return "–"
-    return f"{math.exp(e):.3g}x" if r["metric"] == "speedup" else f"{e:+.3g}"
-
-
-def power_text(r: pd.Series) -> str:
-    if not math.isfinite(r["mdd"]):
-        return "–"
-    mdd = f"{math.exp(r['mdd']):.3g}x" if r["metric"] == "speedup" else f"{r['mdd']:.3g}"
-    needed = r["seeds_needed"]
-    if not math.isfinite(needed):
-        return f"{mdd} / –" if math.isnan(needed) else f"{mdd} / >1000"
-    return f"{mdd} / {int(needed)}"
-
-
-def verdict_text(r: pd.Series) -> str:
-    text = f"**{r['verdict']}**"
-    if r["magnitude"] not in ("-", "") and isinstance(r["magnitude"], str):
-        text += f"; {r['magnitude']}"
-    if math.isfinite(r.get("chance", math.nan)):
-        text += f" (chance {r['chance']:.3g}, floor {r['floor']:.3f}, reference {r['mean_ref']:.3f})"
-    if r["verdict"] == DID_NOT_REACH:
-        text += f" ({r['short']})"
-    return text
-
-
-def scale_text(r: pd.Series) -> str:
-    paper_tpp = f"; paper ~{number(r['paper_tpp'])} TPP" if math.isfinite(r["paper_tpp"]) else ""
-    return (f"{count(r['params_non_embedding'])} non-emb., {count(r['tokens'])} tokens, {number(r['tpp'])} TPP"
-            f"{paper_tpp}{'' if r['matched'] else '; below matched scale'}")
-
-
-def claim_line(claim: Claim, rows: pd.DataFrame, cost: pd.DataFrame, declared: bool) -> str:
-    """One line per paper: each primary check's direction and magnitude at its scale (headline rows when the
-    protocol declares none)."""
-    lead = rows[rows["role"] == PRIMARY] if declared else rows[rows["arm"].map(claim.is_headline)]
-    parts = []
-    for _, r in lead.iterrows():
-        where = "tiny" if r["variant"] == "-" else r["variant"]
-        overhead = ""
-        if r["arm"] in cost.index and math.isfinite(cost.loc[r["arm"], "ratio"]) and r["metric"] == "speedup":
-            overhead = f", {cost.loc[r['arm'], 'ratio']:.3g}x wall time per token"
-        parts.append(f"`{r['arm'].partition('@')[0]}` {r['metric']} ({where}, {count(r['params_non_embedding'])} "
-                     f"params, {number(r['tpp'])} TPP, {int(r['n'])} seeds): {verdict_text(r)}, "
-                     f"{effect_text(r)}{overhead}")
-    return f"- **{claim.preset}**: " + ("; ".join(parts) if parts else "_no primary check declared_") + "."
 
 
 def provenance_line(folder: Path, claim: Claim) -> str:
@@ -205,7 +136,9 @@ def export_stamp(record: dict) -> str:
     return f"commit {str(record.get('git_commit', '?'))[:10]}, {record.get('date', '?')}"
 
 
-def render_ledger(results: Path, out: Path) -> str:
+def render_ledger(results: Path, out: Path, refreshed: dict[str, list[str]] | None = None) -> str:
+    """The ledger's text; with `refreshed`, each folder's derived tables are checked against its data too
+    (analysis.derived_files: rewritten where they differ, their names collected per folder)."""
     table, provenance, findings, glance, forests = [], [], [], [], []
     where = Path(os.path.relpath(results, out.parent)).as_posix()  # the file names no machine's paths
     for folder in result_folders(results):
@@ -213,10 +146,14 @@ def render_ledger(results: Path, out: Path) -> str:
         ab = as_compared(read_results_data(folder), record)  # the fine-tunes the report's comparisons read
         claim = claim_for(ab.claim_key)
         families = families_for(ab.name)
-        rows = tested_rows(ab, claim)
+        verdicts = verdicts_table(ab, claim, families)
+        if refreshed is not None:
+            refreshed[folder.name] = refresh_derived(folder, ab, verdicts)
+        rows = tested_rows(ab, claim, verdicts)
         if not rows.empty:
             cost = overhead_table(ab, claim).set_index("arm")
-            glance.append(claim_line(claim, rows, cost, families.declared) + declaration_flag(families, record))
+            line, _, checks = claim_line(ab, claim, rows, cost, families).partition("\n")
+            glance.append(line + declaration_flag(families, record) + (f"\n{checks}" if checks else ""))
             table += ledger_rows(folder, rows, claim, out.parent)
         if (folder / FOREST_FILE).is_file():
             rel = Path(os.path.relpath(folder / FOREST_FILE, out.parent)).as_posix()
@@ -258,10 +195,11 @@ def declaration_flag(families: Families, record: dict) -> str:
     return ""
 
 
-def write_ledger(results: str | Path = "results", out: str | Path = LEDGER_FILE) -> Path:
+def write_ledger(results: str | Path = "results", out: str | Path = LEDGER_FILE,
+                 refreshed: dict[str, list[str]] | None = None) -> Path:
     """Render the ledger and write it in one move (a failed render leaves the previous file)."""
     results, out = Path(results), Path(out)
-    text = render_ledger(results, out)
+    text = render_ledger(results, out, refreshed)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
     tmp.replace(out)
@@ -283,13 +221,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no exported results folder (one with {DATA_DIR}/{PARENT_FILE}) under {results}/",
               file=sys.stderr)
         return 2
+    refreshed: dict[str, list[str]] = {}
     try:
-        path = write_ledger(results, args["out"])
+        path = write_ledger(results, args["out"], refreshed)
     except ResultsDataError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"ledger: {path}")
-    return 0
+    for paper, names in refreshed.items():
+        if names:
+            print(f"rewritten from {results}/{paper}/{DATA_DIR}/: {', '.join(names)} differed from what the data give "
+                  f"(redraw its report: make report FROM={results}/{paper})")
+    found = [f.line(paper) for paper, items in audit_results(results).items() for f in items]
+    for line in found:
+        print(f"audit: {line}")
+    print(f"ledger: {path}; derived tables checked in {len(refreshed)} folders; verdict audit: "
+          f"{len(found) or 'nothing'} found")
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

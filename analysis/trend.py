@@ -32,9 +32,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-Z95 = 1.959963984540054  # the normal 97.5% quantile
-INTERVAL_TEXT = ("95% normal interval, per-rung SEs taken as known and inflated by sqrt(Q / (k - 2)) when the "
-                 "rungs scatter about the line more than their SEs allow")
+from scipy import stats as scipy_stats
+
+LEVEL = 0.95
+INTERVAL_TEXT = ("95% t interval on k - 2 degrees of freedom (k rungs), SE(slope) inflated by sqrt(Q / (k - 2)) "
+                 "when the rungs scatter about the line more than their SEs allow")
+POOLED_TEXT = ("random-effects mean over the rungs (DerSimonian-Laird), 95% t interval on k - 1 degrees of "
+               "freedom")
 NOT_FROM_TWO = "not estimable from two rungs"
 NOT_FROM_ONE, NO_FINITE_RUNG = "not estimable from one rung", "not estimable: no rung has a finite effect"
 NO_TREND = "no detectable trend with scale"
@@ -50,13 +54,69 @@ class Trend:
     statement: str
     direction: str = ""
     inflation: float = 1.0  # the factor the slope's SE was widened by (1: the rungs sit within their SEs)
+    line: "Line | None" = None  # the fit itself, for predictions at other sizes
+
+
+@dataclass(frozen=True)
+class Line:
+    """A weighted fit of effect on x = ln N: enough to predict at another N with the fit's own uncertainty."""
+
+    x_bar: float
+    y_bar: float
+    slope: float
+    sum_w: float
+    sxx: float
+    scale2: float  # the Birge factor squared (>= 1): residual scatter beyond the rungs' SEs
+    dof: int
+
+    def predict(self, n_params: float, own_se: float = 0.0, level: float = LEVEL) -> tuple[float, float, float]:
+        """(prediction, low, high) at `n_params`; `own_se`: that size's own measurement error, when it is one."""
+        x = math.log(n_params)
+        y = self.y_bar + self.slope * (x - self.x_bar)
+        var = self.scale2 * (1.0 / self.sum_w + (x - self.x_bar) ** 2 / self.sxx) + own_se ** 2
+        half = _t(level, self.dof) * math.sqrt(var)
+        return y, y - half, y + half
+
+
+@dataclass(frozen=True)
+class Pooled:
+    effect: float
+    low: float
+    high: float
+    tau2: float
+    rungs: int
+
+
+def _t(level: float, dof: int) -> float:
+    return float(scipy_stats.t.ppf(0.5 + level / 2.0, dof))
+
+
+def _points(n_params, effects, ses) -> list[tuple[float, float, float]]:
+    return [(math.log(n), e, s) for n, e, s in zip(n_params, effects, ses)
+            if n > 0 and math.isfinite(n) and math.isfinite(e) and math.isfinite(s) and s > 0]
+
+
+def pooled_effect(n_params: list[float], effects: list[float], ses: list[float]) -> Pooled:
+    """DerSimonian-Laird random-effects mean of the rungs' effects; NaNs below two usable rungs."""
+    points = _points(n_params, effects, ses)
+    k = len(points)
+    if k < 2:
+        return Pooled(math.nan, math.nan, math.nan, math.nan, k)
+    y, se = np.array([p[1] for p in points]), np.array([p[2] for p in points])
+    w = 1.0 / se**2
+    fixed = float(np.sum(w * y) / np.sum(w))
+    q = float(np.sum(w * (y - fixed) ** 2))
+    tau2 = max(0.0, (q - (k - 1)) / float(np.sum(w) - np.sum(w**2) / np.sum(w)))
+    w_star = 1.0 / (se**2 + tau2)
+    mean = float(np.sum(w_star * y) / np.sum(w_star))
+    half = _t(LEVEL, k - 1) * math.sqrt(1.0 / float(np.sum(w_star)))
+    return Pooled(mean, mean - half, mean + half, tau2, k)
 
 
 def fit_trend(n_params: list[float], effects: list[float], ses: list[float], claimed: int = 0) -> Trend:
     """The weighted line of `effects` (SE `ses`) against ln `n_params`; points without a finite positive SE
     or N are left out before fitting."""
-    points = [(math.log(n), e, s) for n, e, s in zip(n_params, effects, ses)
-              if n > 0 and math.isfinite(n) and math.isfinite(e) and math.isfinite(s) and s > 0]
+    points = _points(n_params, effects, ses)
     k = len(points)
     if k < 3:
         reason = {2: NOT_FROM_TWO, 1: NOT_FROM_ONE, 0: NO_FINITE_RUNG}[k]
@@ -70,7 +130,7 @@ def fit_trend(n_params: list[float], effects: list[float], ses: list[float], cla
     slope = float(np.sum(w * (x - x_bar) * (y - y_bar)) / sxx)
     q = float(np.sum(w * (y - y_bar - slope * (x - x_bar)) ** 2))
     inflation = max(1.0, math.sqrt(q / (k - 2)))
-    half = Z95 * inflation / math.sqrt(sxx)
+    half = _t(LEVEL, k - 2) * inflation / math.sqrt(sxx)
     low, high = slope - half, slope + half
     at_small, at_large = (float(y_bar + slope * (v - x_bar)) for v in (x.min(), x.max()))
     if low <= 0 <= high:
@@ -79,7 +139,8 @@ def fit_trend(n_params: list[float], effects: list[float], ses: list[float], cla
         statement = CHANGES_SIGN
     else:
         statement = GROWS if abs(at_large) > abs(at_small) else SHRINKS
-    return Trend(slope, low, high, k, statement, _direction(at_large, claimed), inflation)
+    line = Line(float(x_bar), float(y_bar), slope, float(np.sum(w)), sxx, inflation**2, k - 2)
+    return Trend(slope, low, high, k, statement, _direction(at_large, claimed), inflation, line)
 
 
 def _direction(at_large: float, claimed: int) -> str:

@@ -27,7 +27,7 @@ from analysis.ablation import Ablation, scale_of
 from analysis.claims import VARIANT_SEP, split_arm
 from analysis.scale import count, number
 from analysis.sections import Section, first_value
-from analysis.trend import INTERVAL_TEXT, fit_trend
+from analysis.trend import INTERVAL_TEXT, POOLED_TEXT, fit_trend, pooled_effect
 from analysis.verdict import MIN_SEEDS, PRIMARY
 
 RUNG_VARIANT = re.compile(r"x\d+(?:\.\d+)?")
@@ -82,8 +82,10 @@ def trend_table(verdicts: pd.DataFrame) -> pd.DataFrame:
         usable = (n >= MIN_SEEDS) & points["diff"].map(math.isfinite) & points["sd_diff"].map(math.isfinite)
         ses = [sd / math.sqrt(k) if ok else math.nan for sd, k, ok in zip(points["sd_diff"], n, usable)]
         first = points.iloc[0]
-        trend = fit_trend(list(points["params_non_embedding"]), list(points["diff"]), ses,
-                          claimed_sign(first["expect"], first["better"]))
+        sizes, effects = list(points["params_non_embedding"]), list(points["diff"])
+        claimed = claimed_sign(first["expect"], first["better"])
+        trend = fit_trend(sizes, effects, ses, claimed)
+        pooled = pooled_effect(sizes, effects, ses)
         rows.append({
             "check": metric, "arm_family": family, "reference_family": trend_family(first["reference"]),
             "slope": trend.slope, "low": trend.low, "high": trend.high, "statement": trend.statement,
@@ -91,8 +93,22 @@ def trend_table(verdicts: pd.DataFrame) -> pd.DataFrame:
             "inflation": trend.inflation if math.isfinite(trend.slope) else math.nan,
             "rungs": "; ".join(_point_text(p, se) for (_, p), se in zip(points.iterrows(), ses)),
             "interval": INTERVAL_TEXT if math.isfinite(trend.slope) else "",
+            "pooled_effect": pooled.effect, "pooled_low": pooled.low, "pooled_high": pooled.high,
+            "tau2": pooled.tau2, "pooled_statement": pooled_statement(pooled.low, pooled.high, pooled.rungs, claimed),
         })
     return pd.DataFrame(rows)
+
+
+def pooled_statement(low: float, high: float, rungs: int, claimed: int) -> str:
+    """What the rungs say together, from the pooled interval alone."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f"not pooled ({rungs} usable rung{'s' if rungs != 1 else ''}; pooling needs 2)"
+    if low <= 0 <= high:
+        return f"pooled over {rungs} rungs: no detectable effect"
+    if claimed == 0:
+        return f"pooled over {rungs} rungs: an effect where the paper claims none"
+    side = "the claimed" if (high < 0) == (claimed < 0) else "the opposite"
+    return f"pooled over {rungs} rungs: on {side} side of 0"
 
 
 def _point_text(row: pd.Series, se: float) -> str:
@@ -124,17 +140,20 @@ def trend_section(ab: Ablation, verdicts: pd.DataFrame, out: Path) -> Section:
          "variants; an arm under a condition, `arm@tpp1.3`, has rungs `arm@tpp1.3@x<factor>`): its effect at "
          "each rung (mean paired difference arm - reference, SE = sd / sqrt(n), a rung "
          f"used from {MIN_SEEDS} seeds) fitted against ln N, N = the reference's non-embedding parameters, by "
-         f"weighted least squares (weights 1 / SE^2); slope per unit of ln N, {INTERVAL_TEXT}. The SEs come "
-         "from a few seeds each, so the interval is approximate. *Grows* / *shrinks*: the interval excludes 0 and "
-         "|effect| rises / falls with N along the line; *changes sign*: the line crosses 0 between the rungs; two "
-         "rungs give no trend (a line always fits two points)."), "",
+         f"weighted least squares (weights 1 / SE^2); slope per unit of ln N, {INTERVAL_TEXT}. *Grows* / "
+         "*shrinks*: the interval excludes 0 and |effect| rises / falls with N along the line; *changes sign*: the "
+         "line crosses 0 between the rungs; two rungs give no trend (a line always fits two points). *Pooled*: "
+         f"the {POOLED_TEXT}, what the rungs say together."), "",
         md.table(rungs, [("rung", "rung"), ("model", "model"), ("reference", "reference"),
                          ("params_non_embedding", "non-embedding"), ("params_total", "parameters"),
                          ("tokens", "tokens"), ("tpp", "TPP")],
                  {"params_non_embedding": count, "params_total": count, "tokens": count, "tpp": number}), "",
         md.table(trends, [("check", "check"), ("arm_family", "arm"), ("reference_family", "reference"),
                           ("slope", "slope per ln N"), ("low", "low"), ("high", "high"),
-                          ("statement", "trend"), ("direction", "direction"), ("rungs", "effect per rung")],
-                 {"slope": md.signed, "low": md.signed, "high": md.signed}),
+                          ("statement", "trend"), ("direction", "direction"), ("pooled_effect", "pooled"),
+                          ("pooled_low", "low"), ("pooled_high", "high"), ("pooled_statement", "the rungs together"),
+                          ("rungs", "effect per rung")],
+                 {"slope": md.signed, "low": md.signed, "high": md.signed, "pooled_effect": md.signed,
+                  "pooled_low": md.signed, "pooled_high": md.signed}),
     ]
     return Section("Trend with scale", body)

@@ -59,9 +59,10 @@ class _Test:
             return tost_p(c.n, c.mean_diff, c.sd_diff, self.margin)
         return c.p_t
 
-    def in_family(self) -> bool:
-        """Every declared primary check counts in Holm's family, decidable or not (statistics.md)."""
-        return self.role == PRIMARY and self.expect is not None
+    def in_family(self, declared: bool = True) -> bool:
+        """Every declared primary check counts in Holm's family, decidable or not (statistics.md); where no
+        protocol declares the family (every test primary), a check with no measurement at all is left out."""
+        return self.role == PRIMARY and self.expect is not None and (declared or self.comparison.n > 0)
 
     @property
     def family_p(self) -> float:
@@ -89,23 +90,26 @@ def verdicts_table(ab: Ablation, claim: Claim, families: Families | None = None)
         t.role = PRIMARY if t.expect is not None and families.is_primary(t.key) else SECONDARY
         t.margin = families.margin(t.check.metric) if t.expect == "none" else None
         t.late = families.late_note(t.key)
-    p_holm, divisors, size = _primary_family(tests)
+    for t in tests:  # an undeclared family leaves out what was never measured: such a row is not primary
+        if t.role == PRIMARY and not t.in_family(families.declared):
+            t.role = SECONDARY
+    p_holm, divisors, size = _primary_family(tests, families.declared)
     return pd.DataFrame([_row(ab, claim, t, p_holm[i], divisors[i], size) for i, t in enumerate(tests)])
 
 
-def _primary_family(tests: list[_Test]) -> tuple[list[float], list[float], int]:
+def _primary_family(tests: list[_Test], declared: bool = True) -> tuple[list[float], list[float], int]:
     """Holm over the primary tests. A test with the key of an earlier one (a tuned check that picks the
     pair an untuned check already tests) is the same hypothesis on the same data: counted once."""
     first: dict[tuple, int] = {}
     for i, t in enumerate(tests):
-        if t.in_family():
+        if t.in_family(declared):
             first.setdefault((t.arm, t.reference, t.check.metric, t.expect), i)
     members = list(first.values())
     adjusted = dict(zip(members, holm_adjust([tests[i].family_p for i in members])))
     divisor = dict(zip(members, holm_divisors([tests[i].family_p for i in members], ALPHA)))
     p_holm, divisors = [], []
     for t in tests:
-        j = first.get((t.arm, t.reference, t.check.metric, t.expect)) if t.in_family() else None
+        j = first.get((t.arm, t.reference, t.check.metric, t.expect)) if t.in_family(declared) else None
         decidable = j is not None and t.family_p == t.p
         p_holm.append(adjusted[j] if decidable else math.nan)
         divisors.append(divisor[j] if j is not None else (math.nan if t.role == PRIMARY else 1.0))

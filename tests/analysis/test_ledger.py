@@ -62,10 +62,13 @@ def test_ledger_rows_state_scale_effect_speedup_overhead_verdict_and_link(result
     assert speed[2] == "primary" and speed[3] == "3"
     assert speed[4] == "1.33x [1.33x, 1.33x; 98.8%]; first crossing 1.33x" and pc[1][4].startswith("1.33x [1.33x, 1.33x; 98.3%]")
     assert loss[4] == "-0.25 [-0.25, -0.25; 97.5%]" and loss_x4[4] == "-0.25 [-0.25, -0.25; 95%]"
-    assert speed[5] == "<0.001 / <0.001 (4)" and speed[6] == "1.63x"  # the paper's low end, 1.63x-2x
+    assert speed[5] == "<0.001 (sign-flip 0.250) / <0.001 (4)" and speed[6] == "1.63x"  # the paper's low end, 1.63x-2x
     assert speed[10] == "100k non-emb., 8M tokens, 80 TPP; paper ~281 TPP"
     assert loss_x4[10] == "400k non-emb., 8M tokens, 20 TPP; paper ~281 TPP"
-    assert speed[9] == "**reproduced**; smaller" and loss[9] == "**reproduced**; cannot tell"
+    # Three seeds: the exact sign-flip p cannot go below 2/2^3 = 0.25, and the row says the two tests disagree.
+    disagree = " (the exact sign-flip p 0.250 disagrees at this level)"
+    assert speed[9] == "**reproduced**; smaller" + disagree
+    assert loss[9] == "**reproduced**; no comparable figure in the paper" + disagree
     assert speed[11] == "[report](results/pc_layer/report.md)"
     glance = text[text.index("## The claims at a glance"):text.index("## Verdicts")]
     assert "1.1x wall time per token" in glance and "all its tests are one Holm family" in glance
@@ -120,3 +123,19 @@ def test_findings_come_first_and_are_flagged_when_they_read_another_export(resul
 def test_no_findings_no_section(results):
     text = write_ledger(results / "results", results / "RESULTS.md").read_text()
     assert "## What the evidence says" not in text
+
+
+def test_a_corrupted_derived_table_is_rewritten_and_named(results, capsys):
+    assert main([f"results={results / 'results'}", f"out={results / 'RESULTS.md'}"]) == 0
+    capsys.readouterr()
+    ledger = (results / "RESULTS.md").read_bytes()
+    verdicts = results / "results" / "pc_layer" / "verdicts.csv"
+    good = verdicts.read_bytes()
+    verdicts.write_bytes(good.replace(b"reproduced", b"opposite", 1))
+    assert main([f"results={results / 'results'}", f"out={results / 'RESULTS.md'}"]) == 0
+    out = capsys.readouterr().out
+    assert "pc_layer/data/: verdicts.csv differed from what the data give" in out
+    assert "make report FROM=" in out and "smoke/data/" not in out
+    assert verdicts.read_bytes() == good and (results / "RESULTS.md").read_bytes() == ledger
+    assert main([f"results={results / 'results'}", f"out={results / 'RESULTS.md'}"]) == 0
+    assert "differed" not in capsys.readouterr().out  # nothing left to rewrite

@@ -7,8 +7,10 @@ import pandas as pd
 import pytest
 
 from analysis.report import render_report
-from analysis.trend import (CHANGES_SIGN, GROWS, NO_FINITE_RUNG, NO_TREND, NOT_FROM_ONE, NOT_FROM_TWO, SHRINKS, Z95,
-                            fit_trend)
+from scipy import stats as scipy_stats
+
+from analysis.trend import (CHANGES_SIGN, GROWS, NO_FINITE_RUNG, NO_TREND, NOT_FROM_ONE, NOT_FROM_TWO, SHRINKS,
+                            fit_trend, pooled_effect)
 from analysis.trend_report import trend_family, trend_table
 from tests.helpers.handmade_ablation import handmade
 
@@ -17,12 +19,16 @@ SIZES = [100_000, 400_000, 1_600_000]
 
 def test_three_rungs_with_effects_exactly_linear_in_log_n_give_that_slope() -> None:
     effects = [0.1 - 0.01 * math.log(n) for n in SIZES]  # -0.015, -0.029, -0.043: a loss falling further
-    ses = [0.002, 0.003, 0.004]
+    ses = [0.0002, 0.0003, 0.0004]
     trend = fit_trend(SIZES, effects, ses, claimed=-1)
     assert trend.slope == pytest.approx(-0.01, rel=1e-9) and trend.rungs == 3 and trend.inflation == 1.0
-    # The interval is the normal one with the SEs as known: numpy's weighted fit, unscaled covariance.
+    # The interval is numpy's weighted fit (unscaled covariance) on t with k - 2 = 1 degree of freedom (12.71).
     _, cov = np.polyfit(np.log(SIZES), effects, 1, w=1 / np.array(ses), cov="unscaled")
-    assert (trend.high - trend.low) / 2 == pytest.approx(Z95 * math.sqrt(cov[0, 0]), rel=1e-9)
+    t1 = scipy_stats.t.ppf(0.975, 1)
+    assert t1 == pytest.approx(12.706, abs=1e-3)
+    assert (trend.high - trend.low) / 2 == pytest.approx(t1 * math.sqrt(cov[0, 0]), rel=1e-9)
+    # The SEs of the statistics.md example (0.002-0.004) give no detectable trend on 1 degree of freedom.
+    assert fit_trend(SIZES, effects, [0.002, 0.003, 0.004], claimed=-1).statement == NO_TREND
     assert trend.high < 0 and trend.statement == GROWS
     assert trend.direction == "fitted line in the claimed direction at the largest rung"
 
@@ -79,14 +85,14 @@ def test_a_rung_is_a_trailing_x_factor_and_what_precedes_it_the_trend_family() -
 
 
 def _ladder(rungs: dict[str, int]) -> pd.DataFrame:
-    """Paired effects exactly 0.1 - 0.01 ln N at each rung, seed noise +-0.003 around them (mean exact)."""
+    """Paired effects exactly 0.1 - 0.01 ln N at each rung, seed noise +-0.001 around them (mean exact)."""
     values = {}
     for variant, n in rungs.items():
         suffix = f"@{variant}" if variant else ""
         base = [3.0, 3.01, 3.02]
         effect = 0.1 - 0.01 * math.log(n)
         values[f"baseline{suffix}"] = base
-        values[f"no_decay{suffix}"] = [b + effect + e for b, e in zip(base, (0.003, 0.0, -0.003))]
+        values[f"no_decay{suffix}"] = [b + effect + e for b, e in zip(base, (0.001, 0.0, -0.001))]
     return values
 
 
@@ -135,3 +141,28 @@ def test_a_condition_arm_gets_a_trend_over_its_own_rungs_beside_the_plain_one(tm
     assert rungs["rung"].tolist() == ["-", "c", "x4", "c@x4", "c@x16"]  # smallest first, the LR point not a rung
     assert rungs["reference"].tolist() == ["baseline", "baseline@c", "baseline@x4", "baseline@c@x4", "baseline@c@x16"]
     assert "| no_decay@c |" in report.replace("`", "")
+
+
+def test_the_pooled_effect_is_dersimonian_laird_on_t_with_k_minus_1_degrees_of_freedom() -> None:
+    # Rungs that agree within their SEs: tau^2 = 0 and the pooled mean is the inverse-variance mean.
+    same = pooled_effect(SIZES, [-0.02, -0.021, -0.019], [0.002, 0.002, 0.002])
+    assert same.tau2 == 0 and same.effect == pytest.approx(-0.02)
+    half = scipy_stats.t.ppf(0.975, 2) * 0.002 / math.sqrt(3)
+    assert (same.low, same.high) == pytest.approx((-0.02 - half, -0.02 + half))
+    # Rungs that disagree far beyond their SEs: tau^2 = (Q - (k - 1)) / (sum w - sum w^2 / sum w).
+    split = pooled_effect(SIZES, [-0.03, 0.0, 0.03], [0.003, 0.003, 0.003])
+    w = 1 / 0.003**2
+    q = w * (0.03**2 * 2)
+    assert split.tau2 == pytest.approx((q - 2) / (3 * w - 3 * w**2 / (3 * w)))
+    assert split.effect == pytest.approx(0.0, abs=1e-12) and split.low < -0.03 and split.high > 0.03
+    assert math.isnan(pooled_effect(SIZES[:1], [-0.02], [0.002]).effect)
+
+
+def test_a_prediction_interval_adds_the_rungs_own_error_to_the_lines() -> None:
+    line = fit_trend(SIZES, [0.1 - 0.01 * math.log(n) for n in SIZES], [0.0002, 0.0003, 0.0004]).line
+    at, low, high = line.predict(6_400_000)
+    assert at == pytest.approx(0.1 - 0.01 * math.log(6_400_000))
+    _, wider_low, wider_high = line.predict(6_400_000, own_se=0.01)
+    assert wider_low < low < at < high < wider_high
+    assert (wider_high - wider_low) / 2 == pytest.approx(
+        scipy_stats.t.ppf(0.975, 1) * math.sqrt(((high - low) / 2 / scipy_stats.t.ppf(0.975, 1)) ** 2 + 0.01**2))
