@@ -111,7 +111,9 @@ class CausalLMModule(L.LightningModule):
         # Only on the steps the logger writes: self.log costs a little on every call, which shows on small models.
         if (self.trainer.global_step + 1) % self.trainer.log_every_n_steps == 0:
             # Averaged over ranks: under DDP the logged loss is the global batch's, as one process would see it.
-            self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, sync_dist=True)
+            # Not prog_bar: Lightning turns progress-bar values into Python numbers after every batch, which on
+            # a GPU would wait for the device on every step, not only on this one (test_step_host_reads.py).
+            self.log("train/loss", loss, on_step=True, on_epoch=False, sync_dist=True)
             for name, value in terms.items():
                 self.log(f"train/{name}", value.detach(), on_step=True, on_epoch=False, sync_dist=True)
         if self.automatic_optimization:

@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from lit_modules.errors import DataError
 
+from .prefetch import pinned_loader_kwargs, prefetched
 from .sampling import SAMPLERS, evenly_spaced_starts, micro_batch_sample_ids, permuted_window_starts, window_starts
 from .shards import ShardSet
 
@@ -180,15 +181,17 @@ class LMDataModule(L.LightningDataModule):
         if start_step is None:
             start_step = trainer.global_step if trainer is not None else 0
         rank, world_size = self._rank_and_world()
-        # batch_size=None: the dataset already yields whole micro-batches.
-        return DataLoader(self.train_stream(start_step, rank, world_size), batch_size=None, num_workers=0)
+        # batch_size=None: the dataset already yields whole micro-batches; on CUDA read ahead into pinned memory.
+        stream = prefetched(self.train_stream(start_step, rank, world_size), trainer)
+        return DataLoader(stream, batch_size=None, num_workers=0)
 
     def val_dataset(self) -> HeldoutWindows:
         return HeldoutWindows(self.shards.heldout_tokens(), self.seq_len, self.val_batches * self.batch_size)
 
     def val_dataloader(self) -> DataLoader:
         # A plain map-style loader, so Lightning can insert a DistributedSampler under DDP.
-        return DataLoader(self.val_dataset(), batch_size=self.batch_size, shuffle=False, num_workers=0)
+        return DataLoader(self.val_dataset(), batch_size=self.batch_size, shuffle=False, num_workers=0,
+                          **pinned_loader_kwargs(self._attached_trainer()))
 
     # --- how much of the data a run read -------------------------------------------------------
     def epochs_read(self, steps: int, world_size: int = 1) -> float:

@@ -23,6 +23,14 @@ GroupEditor = Callable[[list[GroupSpec]], None]
 ADAM_FAMILY = (torch.optim.Adam, torch.optim.AdamW, torch.optim.NAdam, AdamMini, Lamb)
 
 
+def fused_on_cuda(groups: list[dict]) -> dict[str, bool]:
+    """`fused=True` when every parameter is a floating-point CUDA tensor: AdamW's whole step is then a few fused
+    kernels instead of a foreach chain of launches per tensor group. Elsewhere (the CPU) torch's default stays,
+    so every CPU run, and the golden histories, step exactly as before."""
+    params = [p for g in groups for p in g["params"]]
+    return {"fused": True} if params and all(p.is_cuda and p.is_floating_point() for p in params) else {}
+
+
 def _torch_groups(specs: Iterable[GroupSpec], lr: float, weight_decay: float) -> list[dict]:
     return [
         {
@@ -51,7 +59,7 @@ def build_optimizer(
     # Every other optimizer takes all the groups at the one learning rate.
     groups = _torch_groups(specs, optim_cfg.lr, optim_cfg.weight_decay)
     if optim_cfg.name == "adamw":
-        return torch.optim.AdamW(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps)
+        return torch.optim.AdamW(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps, **fused_on_cuda(groups))
     if optim_cfg.name == "nadam":  # decoupled decay, as AdamW's
         return torch.optim.NAdam(groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps, decoupled_weight_decay=True)
     if optim_cfg.name == "lamb":
@@ -86,12 +94,8 @@ def _muon(specs: list[GroupSpec], optim_cfg, betas: tuple) -> CompositeOptimizer
         momentum=optim_cfg.muon_momentum,
         adjust_lr_fn=optim_cfg.muon_adjust_lr,
     ) if muon_groups else None
-    adam = torch.optim.AdamW(
-        _torch_groups(adam_specs, optim_cfg.lr, optim_cfg.weight_decay),
-        lr=optim_cfg.lr,
-        betas=betas,
-        eps=optim_cfg.eps,
-    )
+    adam_groups = _torch_groups(adam_specs, optim_cfg.lr, optim_cfg.weight_decay)
+    adam = torch.optim.AdamW(adam_groups, lr=optim_cfg.lr, betas=betas, eps=optim_cfg.eps, **fused_on_cuda(adam_groups))
     return CompositeOptimizer([muon, adam] if muon is not None else [adam])
 
 

@@ -133,3 +133,19 @@ def test_each_optimizer_trains_a_run_and_its_state_resumes(tmp_path, name) -> No
     straight = run(compose_run_config(tiny_overrides(tmp_path / "straight", steps=6, optim=name)))
     assert resumed.status == straight.status == "FINISHED"
     assert resumed.metrics["val/loss"] == straight.metrics["val/loss"]  # exact resume with the optimizer's state
+
+
+def test_adamw_is_fused_only_where_every_parameter_is_on_cuda() -> None:
+    """On the CPU torch's default AdamW stays (the golden histories); CUDA parameters get the fused kernels."""
+    from types import SimpleNamespace
+
+    from lit_modules.optim.build import fused_on_cuda
+
+    cpu = [{"params": [torch.nn.Parameter(torch.zeros(2))]}]
+    assert fused_on_cuda(cpu) == {} and fused_on_cuda([]) == {}
+    cuda = SimpleNamespace(is_cuda=True, is_floating_point=lambda: True)  # a CUDA parameter's two answers
+    assert fused_on_cuda([{"params": [cuda, cuda]}]) == {"fused": True}
+    assert fused_on_cuda([{"params": [cuda]}, *cpu]) == {}  # one CPU tensor and the fused step would refuse
+    assert not build_optimizer(model(), OptimConfig()).defaults.get("fused")
+    muon = build_optimizer(model(), OptimConfig(name="muon"))
+    assert not any(o.defaults.get("fused") for o in muon.optimizers if isinstance(o, torch.optim.AdamW))
