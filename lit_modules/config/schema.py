@@ -142,11 +142,15 @@ class Config:
 
 
 def register_schema() -> None:
-    """Make the schema available to `conf/config.yaml` as the first defaults entry, its resolvers, and the
-    ladder's rungs as model options (`model=ladder/<rung>`, config/ladder.py)."""
+    """Make the schema available to `conf/config.yaml` as the first defaults entry, every technique group it
+    does not list (config/technique_groups.py), its resolvers, and the ladder's rungs as model options
+    (`model=ladder/<rung>`, config/ladder.py)."""
+    from lit_modules.config import files
     from lit_modules.config.ladder import register_ladder
     from lit_modules.config.resolvers import register_resolvers
+    from lit_modules.config.technique_groups import register_technique_groups
 
     ConfigStore.instance().store(name="config_schema", node=Config)
+    register_technique_groups(files.CONF_DIR)
     register_resolvers()
     register_ladder()

@@ -10,6 +10,16 @@ broadcast over hd); the SDPA output is multiplied by sigmoid(logit) per head
 before `o_proj`. Unlike the reference code the gate is a separate Linear, not
 fused into q_proj, so q_proj rows stay pure queries (simpler for WISCA).
 With attn_gate == "none" no gate parameter exists and nothing extra runs.
+
+Hook points, where a technique acts inside attention without subclassing (`attn.add_hook(point, module)`;
+a module's parameters train with the model and are saved with it):
+- "pre_rope": `module(q, k) -> (q, k)` on the queries [B, H, T, hd] and keys [B, H_kv, T, hd] before RoPE
+  (QK-norm, per-head scales);
+- "scores": `module(scores) -> scores` on the scaled logits q k^T / sqrt(hd) [B, H, T, T] before the causal
+  mask and the softmax (soft capping, temperature); a model with a scores hook computes attention explicitly,
+  not with SDPA;
+- "heads": `module(y) -> y` on each head's output [B, T, H, hd] before the output gate and `o_proj`.
+With no hook added nothing extra runs and the module is what it was (no submodule, same state dict).
 """
 
 import math
@@ -20,6 +30,9 @@ from torch import nn
 
 from .config import LlamaConfig
 from .rope import apply_rope
+
+
+HOOK_POINTS = ("pre_rope", "scores", "heads")
 
 
 class Attention(nn.Module):
@@ -49,12 +62,27 @@ class Attention(nn.Module):
         B, T, _ = t.shape
         return t.view(B, T, n, self.head_dim).transpose(1, 2)
 
+    def add_hook(self, point: str, module: nn.Module) -> None:
+        """Run `module` at hook point `point` (HOOK_POINTS; the module docstring says what each receives)."""
+        if point not in HOOK_POINTS:
+            raise ValueError(f"unknown attention hook point {point!r} (known: {', '.join(HOOK_POINTS)})")
+        if "hooks" not in self._modules:
+            self.hooks = nn.ModuleDict({p: nn.ModuleList() for p in HOOK_POINTS})
+        self.hooks[point].append(module)
+
+    def _hooks(self, point: str) -> nn.ModuleList | tuple:
+        hooks = self._modules.get("hooks")
+        return hooks[point] if hooks is not None else ()
+
     def _qkv(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Rotated q [B,H,T,hd] and k, v expanded to n_heads [B,H,T,hd]."""
-        q = apply_rope(self._split_heads(self.q_proj(x), self.n_heads), cos, sin)
-        k = apply_rope(self._split_heads(self.k_proj(x), self.n_kv_heads), cos, sin)
+        q = self._split_heads(self.q_proj(x), self.n_heads)
+        k = self._split_heads(self.k_proj(x), self.n_kv_heads)
+        for hook in self._hooks("pre_rope"):
+            q, k = hook(q, k)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         v = self._split_heads(self.v_proj(x), self.n_kv_heads)
         if self.n_rep > 1:
             # Explicit expansion works on every SDPA backend (enable_gqa does not).
@@ -66,8 +94,13 @@ class Attention(nn.Module):
         """x: normalized block input [B, T, D]; cos/sin: [T, head_dim]."""
         B, T, _ = x.shape
         q, k, v = self._qkv(x, cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if self._hooks("scores"):
+            y = self._scores(q, k).softmax(dim=-1).to(v.dtype) @ v
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         y = y.transpose(1, 2)  # [B, T, H, hd]
+        for hook in self._hooks("heads"):
+            y = hook(y)
         if self.gate_kind != "none":
             gate = self.gate_proj(x).view(B, T, self.n_heads, -1)  # last dim hd or 1
             y = y * torch.sigmoid(gate)
@@ -82,9 +115,14 @@ class Attention(nn.Module):
         Diagnostic only (attention-sink measurement); SDPA never materializes
         these in training.
         """
-        T = x.shape[1]
         q, k, _ = self._qkv(x, cos, sin)
-        scores = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(self.head_dim)
-        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
-        return scores.softmax(dim=-1)
+        return self._scores(q.float(), k.float()).softmax(dim=-1)
+
+    def _scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Causally masked attention logits [B, H, T, T], after the "scores" hooks."""
+        T = q.shape[2]
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
+        for hook in self._hooks("scores"):
+            scores = hook(scores)
+        future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+        return scores.masked_fill(future, float("-inf"))
