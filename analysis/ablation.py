@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.claims import Claim, is_finetune_tuning_base, split_arm
+from analysis.claims import Claim, checked_metrics, is_finetune_tuning_base, split_arm
 from analysis.load_runs import numeric
 from analysis.scale import Scale
 from analysis.seeds import seed_key
@@ -53,7 +53,10 @@ KEEP_PARAMS = ("ablation.baseline", "ablation.claim", "budget.", "model.name", "
 KEEP_TAGS = ("seed", "ablation.", "config_hash", "git_commit", "git_dirty", "end_reason", "hw.cpu_threads",
              "hw.platform", "fidelity.", "finetune.")
 # "init/std/": the initial stds of runs recorded before they became params (`init_std.*` above).
-KEEP_METRICS = ("val/", "eval/", "diag/", "init/std/", "finetune/", *final_metric_prefixes())
+# Final values a report reads: the held-out and diagnostic families, the training-time ones (train/loss,
+# train/grad_norm: a stability claim is judged on them), each technique's own, and any metric a claim checks.
+KEEP_METRICS = ("val/", "eval/", "diag/", "init/std/", "finetune/", "train/", *final_metric_prefixes(),
+                *checked_metrics())
 
 
 @dataclass(frozen=True)

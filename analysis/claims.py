@@ -210,6 +210,14 @@ def _load_claims() -> tuple[dict[str, Claim], dict[str, str]]:
 CLAIMS, ALIASES = _load_claims()  # ALIASES: presets that test another preset's claim
 
 
+def checked_metrics() -> tuple[str, ...]:
+    """Every run metric some claim checks (its name, or a pattern's part before the first `*`), so an export
+    keeps the final value of any metric a claim is judged on, a stability check on `train/grad_norm` too."""
+    names = {c.metric.partition("*")[0] for claim in CLAIMS.values() for c in claim.checks
+             if c.metric != "speedup" and not c.metric.startswith("finetune:")}
+    return tuple(sorted(n for n in names if n))
+
+
 def claim_for(preset: str) -> Claim:
     """The claim of a preset or claim key; one without a claim gets a neutral one (measured, never judged)."""
     key = ALIASES.get(preset, preset)
