@@ -13,9 +13,10 @@ from lit_modules.config.validate import validate
 from lit_modules.train import run
 from lit_modules.config.composition import compose_run_config
 
-# sweep, finetune and evidence files have their own schemas (sweeps/sweep_config.py, config/finetune_recipe.py,
-# sweeps/evidence.py).
-GROUPS = sorted(p.name for p in (REPO / "conf").iterdir() if p.is_dir() and p.name not in ("sweep", "arm", "hydra", "finetune", "evidence"))
+# sweep, finetune, evidence and ladder files have their own schemas (sweeps/sweep_config.py,
+# config/finetune_recipe.py, sweeps/evidence.py, config/ladder.py: its rungs are model=ladder/<rung>).
+GROUPS = sorted(p.name for p in (REPO / "conf").iterdir()
+                if p.is_dir() and p.name not in ("sweep", "arm", "hydra", "finetune", "evidence", "ladder"))
 # The GPU recipes select trainer=gpu (a dry run plans them here: tests/lit_modules/plan/test_recipes.py).
 GPU_ONLY = {("trainer", "gpu"), ("trainer", "fsdp"), *(("recipe", p.stem) for p in (REPO / "conf/recipe").glob("*.yaml"))}
 # Options that are templates for the user's own files: without them they must say what is missing.
