@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from lit_modules.technique_reports import technique_reports
 
 VARIANT_SEP = "@"
+SOURCES = ("paper", "hypothesis")  # whose claim a report.yaml states: a publication's, or the researcher's own
 LR_VARIANT_PREFIX = "lr"
 # A base pre-trained on a tuning seed only to choose its arm's fine-tune rate (sweeps/finetune_tuning.py):
 # a cell of the grid that no comparison reads (analysis/finetune_lr_tuning.py reads it).
@@ -117,6 +118,13 @@ class Claim:
     paper_tpp_note: str = "the paper's tokens per parameter are unknown"
     arm_paper_tpp: dict[str, float] = field(default_factory=dict)  # family or variant prefix -> paper TPP
     headline: tuple[str, ...] = ()  # arm families the ledger lists (default: every arm with an expectation)
+    source: str = "paper"  # "paper": a publication's claim; "hypothesis": a researcher's own, called "the claim"
+
+    def words(self, text: str) -> str:
+        """`text` in this claim's words: a researcher's own hypothesis is "the claim", never "the paper"."""
+        if self.source == "paper":
+            return text
+        return text.replace("the paper's", "the claim's").replace("the paper", "the claim")
 
     def expectation(self, arm: str, check: Check) -> tuple[bool, str | None]:
         """(applies?, expectation) of one arm under one check."""
@@ -160,8 +168,14 @@ def claim_from_data(preset: str, data: dict) -> Claim:
         paper_tpp=_number(data.get("paper_tpp")),
         paper_tpp_note=data.get("paper_tpp_note", "the paper's tokens per parameter are unknown"),
         arm_paper_tpp={k: _number(v) for k, v in (data.get("arm_paper_tpp") or {}).items()},
-        headline=tuple(data.get("headline") or ()),
+        headline=tuple(data.get("headline") or ()), source=_source(preset, data.get("source", "paper")),
     )
+
+
+def _source(preset: str, source: str) -> str:
+    if source not in SOURCES:
+        raise ValueError(f"Claim '{preset}': source is one of {', '.join(SOURCES)} (got {source!r}).")
+    return source
 
 
 def _check_from_data(data: dict) -> Check:

@@ -174,6 +174,8 @@ def audit_table(rows: pd.DataFrame) -> list[Finding]:
     """Every finding in one paper's verdict table (an empty list: a reader trips over nothing)."""
     rows = rows.copy()
     rows["expect"] = rows["expect"].fillna("-")
+    for col in ("verdict", "magnitude"):  # a researcher's own hypothesis says "the claim" where a paper's says "the paper"
+        rows[col] = rows[col].astype(str).str.replace("the claim", "the paper", regex=False)
     found = [Finding(rule, _row_name(r), text) for _, r in rows.iterrows()
              for rule, check in ROW_RULES.items() if (text := check(r))]
     return found + holm_findings(rows)

@@ -154,8 +154,8 @@ def _row(ab: Ablation, claim: Claim, t: _Test, p_holm: float, divisor: float, fa
         "params_non_embedding": scale.params_non_embedding, "params_total": scale.params_total,
         "tokens": scale.tokens, "tpp": scale.tpp, "paper_tpp": scale.paper_tpp or math.nan,
         "matched": scale.matched, "selection": t.selection, "assumption": check.assumption,
-        "added_after_data": t.late, "verdict": v.label, "magnitude": v.magnitude, "reason": v.reason,
-        "short": v.short,
+        "added_after_data": t.late, "verdict": claim.words(v.label), "magnitude": claim.words(v.magnitude),
+        "reason": claim.words(v.reason), "short": claim.words(v.short),
     })
     return row
 
