@@ -26,6 +26,8 @@ import torch.nn.functional as F
 from lightning.pytorch.trainer import call
 from torch import nn
 
+from lit_modules.distributed.fsdp_clip import clip_sharded_grad_norm
+
 OptimizerFactory = Callable[[nn.Module], torch.optim.Optimizer]
 ScheduleFactory = Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LRScheduler]
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -149,6 +151,15 @@ class CausalLMModule(L.LightningModule):
                 self.log("train/grad_norm", norm, on_step=True, on_epoch=False)
         if not self.automatic_optimization:  # where Lightning's automatic loop clips: after every hook, before the step
             self.configure_gradient_clipping(optimizer, gradient_clip_val=self._grad_clip, gradient_clip_algorithm="norm")
+
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: str | None = None) -> None:
+        # Under FSDP the norm is the whole model's, which only the root FSDP module computes (distributed/
+        # fsdp_clip.py); Lightning's FSDP precision refuses norm clipping. Every other strategy: Lightning's clip.
+        norm = gradient_clip_algorithm in (None, "norm")
+        if gradient_clip_val and norm and clip_sharded_grad_norm(self.trainer.strategy.model, gradient_clip_val):
+            return
+        super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # Lightning counts optimizer steps in the loop that made them. A checkpoint of its automatic loop without
