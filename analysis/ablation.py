@@ -54,8 +54,9 @@ KEEP_TAGS = ("seed", "ablation.", "config_hash", "git_commit", "git_dirty", "end
              "hw.platform", "fidelity.", "finetune.")
 # "init/std/": the initial stds of runs recorded before they became params (`init_std.*` above).
 # Final values a report reads: the held-out and diagnostic families, the training-time ones (train/loss,
-# train/grad_norm: a stability claim is judged on them), each technique's own, and any metric a claim checks.
-KEEP_METRICS = ("val/", "eval/", "diag/", "init/std/", "finetune/", "train/", *final_metric_prefixes(),
+# train/grad_norm: a stability claim is judged on them), each technique's own, any metric a claim checks, and
+# data/epochs: how many times the run read its training split.
+KEEP_METRICS = ("val/", "eval/", "diag/", "init/std/", "finetune/", "train/", "data/epochs", *final_metric_prefixes(),
                 *checked_metrics())
 
 

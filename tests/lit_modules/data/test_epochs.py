@@ -67,3 +67,15 @@ def test_a_tiny_run_logs_how_many_epochs_it_read(runs_dir, sampler):
     history = metric_history(runs_dir, result.run_id, EPOCHS_METRIC)
     assert history == [(steps - 1, pytest.approx(steps * 8 * 64 / train_tokens))]
     assert 0 < history[0][1] < 0.01
+
+
+def test_the_evidence_export_keeps_data_epochs():
+    import pandas as pd
+
+    from analysis.ablation import slim_runs
+
+    frame = pd.DataFrame([{"run_id": "r", "status": "FINISHED", "metrics.data/epochs": 0.37,
+                           "metrics.data/other": 1.0}])
+    kept = slim_runs(frame)
+    assert "metrics.data/epochs" in kept.columns and "metrics.data/other" not in kept.columns
+    assert kept["metrics.data/epochs"].tolist() == [0.37]
