@@ -37,18 +37,25 @@ COLUMNS = ["check", "arm_family", "kind", "rung", "params_non_embedding", "predi
 
 @lru_cache(maxsize=1)
 def recipe_sizes() -> tuple[tuple[str, float], ...]:
-    """(recipe, non-embedding parameters) of each GPU recipe whose model config shares its name, smallest first."""
+    """(recipe, non-embedding parameters) of each GPU recipe whose model config shares its name, smallest first.
+    Counted from the config's shape (analysis never imports the model; a test checks the count against it)."""
+    from omegaconf import OmegaConf
+
     from lit_modules.config import files
-    from lit_modules.config.budget import parameter_counts
-    from lit_modules.model import LlamaConfig
 
     sizes = []
     for recipe in files.options("recipe"):
         if files.has_option("model", recipe):
-            model = files.load_option("model", recipe, LlamaConfig)
-            model.vocab_size = 1  # the non-embedding count does not depend on it
-            sizes.append((recipe, float(parameter_counts(model)["non_embedding"])))
+            sizes.append((recipe, float(non_embedding_params(OmegaConf.load(files.option_path("model", recipe))))))
     return tuple(sorted(sizes, key=lambda s: s[1]))
+
+
+def non_embedding_params(model) -> int:
+    """A dense Llama block's parameters x layers + the final norm: q, o (d x d), k, v (d x kv_heads x head_dim),
+    SwiGLU (3 x d x d_ff), two norms (d each); embedding and head left out."""
+    d, layers, heads = int(model.d_model), int(model.n_layers), int(model.n_heads)
+    kv = int(model.get("n_kv_heads") or heads) * (d // heads)
+    return layers * (2 * d * d + 2 * d * kv + 3 * d * int(model.d_ff) + 2 * d) + d
 
 
 def _usable(points: pd.DataFrame) -> pd.DataFrame:

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from lit_modules.config import files
 from lit_modules.config.errors import ConfigError
-from lit_modules.model.config import LlamaConfig
+
+if TYPE_CHECKING:  # the schema registers the rungs at every composition, the analysis side too: no model import
+    from lit_modules.model.config import LlamaConfig
 
 GROUP = "ladder"
 DEFAULT_LADDER = "cpu"
@@ -47,6 +50,8 @@ class Rung:
         return int(tokens_per_param * self.params_non_embedding)
 
     def model_config(self) -> LlamaConfig:
+        from lit_modules.model.config import LlamaConfig
+
         return LlamaConfig(name=self.name, d_model=self.d_model, n_layers=self.n_layers, n_heads=self.n_heads,
                            d_ff=self.d_ff, max_seq_len=self.max_seq_len)
 

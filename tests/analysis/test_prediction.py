@@ -49,3 +49,17 @@ def test_three_rungs_are_no_backtest():
 def test_the_recipes_sizes_are_their_models_non_embedding_counts():
     sizes = dict(recipe_sizes())
     assert sizes["gpt2_124m"] == 84_953_856 and sizes["llama_1b"] == 924_919_808
+
+
+def test_the_shape_count_is_the_models_own():
+    from omegaconf import OmegaConf
+
+    from analysis.prediction import non_embedding_params
+    from lit_modules.config import files
+    from lit_modules.model import LlamaConfig, count_parameters
+    from lit_modules.model.meta import meta_llama
+
+    for name in ("tiny", "gpt2_124m", "llama_271m"):
+        node = OmegaConf.load(files.option_path("model", name))
+        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(LlamaConfig), node, {"vocab_size": 1}))
+        assert non_embedding_params(node) == count_parameters(meta_llama(cfg))["non_embedding"], name
