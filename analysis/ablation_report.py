@@ -25,6 +25,7 @@ from analysis.ablation import TRAIN_TAIL, Ablation, eval_metrics, scale_table
 from analysis.comparisons import (
     arm_summary_table, effects_table, overhead_table, reference_of, seed_noise_table, speedups_table,
 )
+from analysis.exploratory import EXPLORATORY, gated, ledger_gate
 from analysis.families import Families, families_for
 from analysis.finetune_lr_tuning import as_compared
 from analysis.forest import FOREST_FILE, plot_forest
@@ -48,7 +49,7 @@ def render_ablation(ab: Ablation, claim: Claim, out: Path, provenance: dict | No
     ran = ab  # every fine-tune: the learning-rate section says which rates the test bases' fine-tunes ran at
     ab = as_compared(ab, provenance)
     families = families_for(ab.name)
-    verdicts = verdicts_table(ab, claim, families)
+    verdicts = gated(verdicts_table(ab, claim, families), ran, provenance)
     metrics = ["val/loss", "val/bits_per_byte", *eval_metrics(ab)]
     metrics = [m for m in metrics if f"metrics.{m}" in ab.finished]
     effects = effects_table(ab, claim, metrics)
@@ -170,6 +171,10 @@ def _status_counts(ab: Ablation) -> str:
 
 def _verdict_section(verdicts: pd.DataFrame, families: Families, provenance: dict | None) -> Section:
     body = [f"**Rule.** {RULE_TEXT}", ""]
+    kept_out = ledger_gate(verdicts)
+    if kept_out:
+        body += ["**Exploratory protocol: not in the ledger** until its primary checks pass the gates the shipped "
+                 "protocols pass (analysis/exploratory.py): " + "; ".join(kept_out) + ".", ""]
     if verdicts.empty:
         body.append("_No check applies to these arms._")
         return Section("Verdicts", body)
@@ -191,6 +196,8 @@ def _verdict_section(verdicts: pd.DataFrame, families: Families, provenance: dic
             line += f" Tuned: {v['selection']}."
         if v["added_after_data"]:
             line += f" _Added after the data were seen: {v['added_after_data']}._"
+        if v.get(EXPLORATORY):
+            line += f" **Exploratory:** {v[EXPLORATORY]}."
         body.append(line)
     body += ["", md.table(verdicts, [
         ("arm", "arm"), ("reference", "reference"), ("variant", "variant"), ("metric", "check"), ("role", "role"),

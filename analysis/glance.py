@@ -4,7 +4,9 @@ Beside each primary check's verdict and interval a bullet carries what a reader 
 - a speedup in tokens beside its cost per token and the speedup on the clock (tokens / wall time per token);
 - for a decided primary (reproduced, opposite, not reproduced), what the same check says at the other rungs;
 - for a recipe, each component's own share where the protocol declares it (`checks.components`);
-- a check moved or added after its data were seen, flagged with the reason (`checks.added_after_data`).
+- a check moved or added after its data were seen, flagged with the reason (`checks.added_after_data`);
+- a primary that is exploratory (analysis/exploratory.py: below its regime, a tuned rate at its grid's edge,
+  or fewer seeds than 80% power against the claim's effect needs), with the reason.
 The row texts (effect with its interval and level, verdict in parts) are analysis/ledger_text.py's.
 """
 
@@ -79,6 +81,8 @@ def claim_line(ab: Ablation, claim: Claim, rows: pd.DataFrame, cost: pd.DataFram
     parts = []
     for _, r in lead.iterrows():
         late = f" _(added after the data were seen: {r['added_after_data']})_" if r["added_after_data"] else ""
+        if r.get("exploratory"):
+            late += f" _(exploratory: {r['exploratory']})_"
         parts.append(f"`{r['arm'].partition('@')[0]}` {r['metric']} ({_rung(r)}, {count(r['params_non_embedding'])} "
                      f"params, {number(r['tpp'])} TPP, {int(r['n'])} seeds){late}: {verdict_text(r)}, "
                      f"{effect_text(r)}{clock_text(r, cost)}{components_text(ab, r, families)}"

@@ -35,6 +35,7 @@ from analysis.finetune_lr_tuning import as_compared
 from analysis.verdict_table import verdicts_table
 from analysis.claims import Claim, claim_for, split_arm
 from analysis.derived_files import refresh_derived
+from analysis.exploratory import gated, ledger_gate
 from analysis.glance import claim_line
 from analysis.verdict_audit import audit_results
 from analysis.ledger_text import effect_text, num_text, p_text, paper_effect_text, power_text, scale_text, verdict_text
@@ -136,19 +137,27 @@ def export_stamp(record: dict) -> str:
     return f"commit {str(record.get('git_commit', '?'))[:10]}, {record.get('date', '?')}"
 
 
-def render_ledger(results: Path, out: Path, refreshed: dict[str, list[str]] | None = None) -> str:
+def render_ledger(results: Path, out: Path, refreshed: dict[str, list[str]] | None = None,
+                  excluded: dict[str, list[str]] | None = None) -> str:
     """The ledger's text; with `refreshed`, each folder's derived tables are checked against its data too
     (analysis.derived_files: rewritten where they differ, their names collected per folder)."""
-    table, provenance, findings, glance, forests = [], [], [], [], []
+    table, provenance, findings, glance, forests, outside = [], [], [], [], [], []
     where = Path(os.path.relpath(results, out.parent)).as_posix()  # the file names no machine's paths
     for folder in result_folders(results):
         record = prov.read_provenance(folder) or {}
-        ab = as_compared(read_results_data(folder), record)  # the fine-tunes the report's comparisons read
+        ran = read_results_data(folder)
+        ab = as_compared(ran, record)  # the fine-tunes the report's comparisons read
         claim = claim_for(ab.claim_key)
         families = families_for(ab.name)
-        verdicts = verdicts_table(ab, claim, families)
+        verdicts = gated(verdicts_table(ab, claim, families), ran, record)
         if refreshed is not None:
             refreshed[folder.name] = refresh_derived(folder, ab, verdicts)
+        kept_out = ledger_gate(verdicts)
+        if kept_out:  # an exploratory protocol: named, not judged here (its own report has its rows)
+            if excluded is not None:
+                excluded[folder.name] = kept_out
+            outside.append(f"- `{claim.preset}` (`{folder.name}/`): " + "; ".join(kept_out) + ".")
+            continue
         rows = tested_rows(ab, claim, verdicts)
         if not rows.empty:
             cost = overhead_table(ab, claim).set_index("arm")
@@ -177,6 +186,10 @@ def render_ledger(results: Path, out: Path, refreshed: dict[str, list[str]] | No
         *(["## What the evidence says", "",
            f"Our reading of each paper's rows below (`results/<paper>/{FINDINGS_FILE}`, written by hand; "
            "the numbers are re-derived).", "", *findings] if findings else []),
+        *(["## Not in the ledger: exploratory protocols", "",
+            "Their primary checks do not pass the gates the shipped protocols pass (a matched regime; no tuned "
+            "rate at its grid's edge: analysis/exploratory.py); each one's report has its rows.", "",
+            *outside, ""] if outside else []),
         "## Verdicts", "",
         md.table(pd.DataFrame(table), COLUMNS) if table else "_No exported results folder has a claim check._", "",
         "## Provenance", "",
@@ -196,10 +209,10 @@ def declaration_flag(families: Families, record: dict) -> str:
 
 
 def write_ledger(results: str | Path = "results", out: str | Path = LEDGER_FILE,
-                 refreshed: dict[str, list[str]] | None = None) -> Path:
+                 refreshed: dict[str, list[str]] | None = None, excluded: dict[str, list[str]] | None = None) -> Path:
     """Render the ledger and write it in one move (a failed render leaves the previous file)."""
     results, out = Path(results), Path(out)
-    text = render_ledger(results, out, refreshed)
+    text = render_ledger(results, out, refreshed, excluded)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
     tmp.replace(out)
@@ -222,8 +235,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     refreshed: dict[str, list[str]] = {}
+    excluded: dict[str, list[str]] = {}
     try:
-        path = write_ledger(results, args["out"], refreshed)
+        path = write_ledger(results, args["out"], refreshed, excluded)
     except ResultsDataError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -231,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         if names:
             print(f"rewritten from {results}/{paper}/{DATA_DIR}/: {', '.join(names)} differed from what the data give "
                   f"(redraw its report: make report FROM={results}/{paper})")
+    for paper, reasons in excluded.items():
+        print(f"not in the ledger (exploratory): {results}/{paper}: {'; '.join(reasons)}")
     found = [f.line(paper) for paper, items in audit_results(results).items() for f in items]
     for line in found:
         print(f"audit: {line}")

@@ -24,10 +24,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from analysis import provenance as prov
 from analysis.ablation import Ablation
 from analysis.ablation_report import render_ablation
 from analysis.claims import claim_for
+from analysis.exploratory import EXPLORATORY
+from analysis.verdict import PRIMARY
 from analysis.html_report import write_html
 from analysis.load_runs import RunNotFound, RunStore
 from analysis.results_data import ResultsDataError, read_results_data, write_results_data
@@ -136,7 +140,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"report: {path}")
+    for line in exploratory_lines(Path(path).parent):
+        print(line)
     return 0
+
+
+def exploratory_lines(folder: Path) -> list[str]:
+    """The console's word on a report whose primary checks are exploratory (analysis/exploratory.py)."""
+    table = folder / "verdicts.csv"
+    if not table.is_file():
+        return []
+    rows = pd.read_csv(table, keep_default_na=False)
+    if EXPLORATORY not in rows:
+        return []
+    return [f"exploratory: `{r['arm']}` on `{r['metric']}`: {r[EXPLORATORY]}"
+            for _, r in rows[(rows["role"] == PRIMARY) & (rows[EXPLORATORY] != "")].iterrows()]
 
 
 if __name__ == "__main__":

@@ -50,12 +50,30 @@ def dry_run_report(cfg: DictConfig, budget: Budget) -> tuple[str, str | None]:
         lines.append(f"memory       {estimate_memory(cfg, budget).describe()}")
     techniques = ", ".join(k for k, v in (cfg.techniques or {}).items() if v is not None) or "none"
     lines.append(f"techniques   {techniques}")
+    added = technique_parameters(cfg, budget)
+    if added:
+        lines.append(f"parameters   {budget.params_total + added:,} with the techniques' own (+{added:,} that they "
+                     "add; the budget counts the model's)")
     if cfg.trainer.accelerator in GPU_ACCELERATORS and budget.tokens_per_step < SMALL_GPU_BATCH:
         lines.append(f"note         {budget.tokens_per_step:,} tokens per step is a CPU-scale batch; recipe=<size>"
                      f" (conf/recipe/: {', '.join(files.options('recipe'))}) sets a published GPU recipe")
     if cfg.trainer.accelerator in GPU_ACCELERATORS and not torch.cuda.is_available():
         lines.append("note         this machine has no GPU: this is the plan; a real run here is refused")
     return "\n".join(lines), refusal
+
+
+def technique_parameters(cfg: DictConfig, budget: Budget) -> int:
+    """Parameters the techniques add to the model (gates, scales, adapters, hook modules), counted on the meta
+    device with every technique's build-time transforms applied; 0 when they add none or it cannot be built."""
+    if not any(v is not None for v in (cfg.techniques or {}).values()):
+        return 0
+    from lit_modules.config.technique_context import TechniqueContext
+
+    model = TechniqueContext.of(cfg).model_as_trained(without="")
+    if model is None:
+        return 0
+    total = sum(p.numel() for p in model.parameters())  # a tied head is one parameter, as the budget counts it
+    return max(0, total - budget.params_total)
 
 
 def tokenizer_line(cfg: DictConfig) -> str:

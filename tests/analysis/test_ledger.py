@@ -139,3 +139,14 @@ def test_a_corrupted_derived_table_is_rewritten_and_named(results, capsys):
     assert verdicts.read_bytes() == good and (results / "RESULTS.md").read_bytes() == ledger
     assert main([f"results={results / 'results'}", f"out={results / 'RESULTS.md'}"]) == 0
     assert "differed" not in capsys.readouterr().out  # nothing left to rewrite
+
+
+def test_an_exploratory_protocol_stays_out_of_the_ledger_and_says_why(results, capsys):
+    toy = handmade({"baseline": [3.0, 3.05, 3.1], "no_decay": [2.9, 2.96, 3.0]}, name="smoke", tokens=144_000)
+    write_results_data(toy, results / "results" / "toy")  # 1.44 tokens per parameter: below any regime
+    assert main([f"results={results / 'results'}", f"out={results / 'RESULTS.md'}"]) == 0
+    out = capsys.readouterr().out
+    assert "not in the ledger (exploratory): " in out and "toy: `no_decay` on `val/loss`: below its regime: 1.44 TPP" in out
+    text = (results / "RESULTS.md").read_text()
+    assert "## Not in the ledger: exploratory protocols" in text and "(`toy/`): `no_decay` on `val/loss`" in text
+    assert "`toy`" not in text.split("## Verdicts")[1]  # none of its rows, nor its provenance
