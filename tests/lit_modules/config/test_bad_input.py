@@ -112,11 +112,13 @@ def test_multirun_with_one_impossible_job_is_refused_before_the_first_trains(run
 
 @pytest.mark.parametrize("override,sentence", [
     ("model.n_experts=1", "n_experts must be 0 (dense) or at least 2, got 1."),
+    ("model.n_experts=0", "model.n_experts=0 turns model=tiny_moe (4 experts) into a dense model, since 0 means no "
+                          "experts; choose a dense model preset for that, or set model.n_experts to at least 2."),
     ("optim.muon_adjust_lr=bogus", "optim.muon_adjust_lr must be one of original, match_rms_adamw, not 'bogus'."),
 ])
 def test_newer_knobs_are_one_sentence_before_a_run_opens(override, sentence, runs_dir: Path) -> None:
-    """n_experts=1 said two sentences (the top-k check against one expert too); a bad muon_adjust_lr was a
-    ValueError from torch inside the opened run."""
+    """n_experts=1 said two sentences (the top-k check against one expert too); n_experts=0 under the MoE preset
+    trained a dense model without a word; a bad muon_adjust_lr was a ValueError from torch inside the opened run."""
     extra = ["model=tiny_moe"] if override.startswith("model.") else ["optim=muon"]
     with pytest.raises(ConfigError) as err:
         run(compose_run_config([*tiny_overrides(runs_dir, steps=2), *extra, override]))
