@@ -86,8 +86,9 @@ def build_model(
     Order: initialize, each technique's `transform_model`, `load_start(model)` (init_from's weights), then each
     technique's `transform_loaded_model` (what must see the starting weights, e.g. LoRA/PiSSA adapters)."""
     model = Llama(OmegaConf.to_object(cfg.model))
-    generator = torch.Generator().manual_seed(cfg.seed)
-    init_stds = init_weights(model, OmegaConf.to_object(cfg.init), generator=generator)
+    init = OmegaConf.to_object(cfg.init)
+    generator = torch.Generator().manual_seed(init.generator_seed(cfg.seed))
+    init_stds = init_weights(model, init, generator=generator)
     for technique in techniques:
         model = technique.transform_model(model)
     if load_start is not None:

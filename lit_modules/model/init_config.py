@@ -8,7 +8,8 @@ INIT_RULES = ("fixed", "fan_in_power", "depth_scaled")
 EMB_RULES = ("same_rule", "fixed", "none")
 HEAD_RULES = ("same_rule", "d_model_rsqrt")
 # Fields added after runs were recorded, at the value that changes nothing (see model/config.py).
-ADDED_DEFAULTS = {"router_std": None}
+ADDED_DEFAULTS = {"router_std": None, "stream": 0}
+STREAM_STRIDE = 1_000_003  # init.stream k draws from seed + k x this: far from any other run's seed
 
 
 @dataclass
@@ -20,6 +21,13 @@ class InitConfig:
     emb_std: float = 0.02  # only for emb == "fixed"
     head: str = "same_rule"  # "same_rule" | "d_model_rsqrt"
     router_std: Optional[float] = None  # MoE router: None = the block rule (fan-in d_model); 0 = zeros (uniform)
+    # Another draw of the initial weights with everything else kept, the data order included: a null control
+    # (an arm that differs from its reference only in a nuisance) is `init.stream=1`.
+    stream: int = 0
+
+    def generator_seed(self, seed: int) -> int:
+        """The seed of the initialization's generator for a run seeded `seed` (stream 0: the run seed itself)."""
+        return seed + STREAM_STRIDE * self.stream
 
     def problems(self) -> list[str]:
         """Human-readable reasons this init config is unusable (empty = fine)."""
@@ -36,6 +44,8 @@ class InitConfig:
             out.append(f"emb_std must be positive, got {self.emb_std}.")
         if not self.gamma >= 0:
             out.append(f"gamma must be >= 0, got {self.gamma}.")
+        if self.stream < 0:
+            out.append(f"stream must be >= 0 (0 = the run seed's own draw), got {self.stream}.")
         if self.router_std is not None and not self.router_std >= 0:
             out.append(f"router_std must be >= 0 (0 = zeros) or null, got {self.router_std}.")
         return out
