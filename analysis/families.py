@@ -12,6 +12,9 @@ families are chosen before the data are seen):
         - {arm: "*", metric: "finetune:eval/*/acc", note: "added after ..."}   # every arm
       components:                     # a recipe's parts: each one's own share, printed beside the headline
         - {arm: small_eps_gate, without: baseline_eps_gate, metric: val/loss, part: "small init (gamma 1)"}
+      controls:                       # calibration, at every rung both arms ran (analysis/controls.py)
+        - {arm: baseline_init1, reference: baseline, metric: val/loss, kind: null}       # init.stream=1 only
+        - {arm: baseline_lr_div4, reference: baseline, metric: val/loss, kind: positive} # a planted harm
 
 `arm` is the arm as the grid names it, variant included (`adamw_pc4@x4` is the 4x rung's test). Every other
 test the claim makes is secondary: raw p, a 95% interval, words no stronger than "consistent with".
@@ -37,9 +40,11 @@ from lit_modules.config import files
 from lit_modules.config.errors import ConfigError
 
 PROTOCOL_PREFIX = "evidence/"
-KEYS = {"primary", "margins", "added_after_data", "components"}
+KEYS = {"primary", "margins", "added_after_data", "components", "controls"}
 ENTRY_KEYS = {"arm", "metric", "tuned", "note"}
 COMPONENT_KEYS = {"arm", "without", "metric", "part"}
+CONTROL_KEYS = {"arm", "reference", "metric", "kind"}
+CONTROL_KINDS = ("null", "positive")
 ANY_ARM = "*"
 
 
@@ -64,6 +69,17 @@ class Component:
 
 
 @dataclass(frozen=True)
+class Control:
+    """A calibration arm: `null` differs from `reference` only in a nuisance (no effect may be called), `positive`
+    carries a planted harm on `metric` (it must be detected, on the harmful side)."""
+
+    arm: str
+    reference: str
+    metric: str
+    kind: str
+
+
+@dataclass(frozen=True)
 class Families:
     """A protocol's declaration; `declared` False: no protocol declares one (every test is primary)."""
 
@@ -73,6 +89,7 @@ class Families:
     declared: bool = True
     source: str = ""
     components: tuple[Component, ...] = ()
+    controls: tuple[Control, ...] = ()
 
     def is_primary(self, key: CheckKey) -> bool:
         return not self.declared or key in self.primary
@@ -116,7 +133,15 @@ def parse_families(node: object, where: str) -> Families:
     if not isinstance(margins, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in margins.values()):
         raise ConfigError(f"{where}: checks.margins maps a metric to a positive margin in its units.")
     components = tuple(_component(e, where) for e in node.get("components") or [])
-    return Families(primary, {str(k): float(v) for k, v in margins.items()}, late, True, where, components)
+    controls = tuple(_control(e, where) for e in node.get("controls") or [])
+    return Families(primary, {str(k): float(v) for k, v in margins.items()}, late, True, where, components, controls)
+
+
+def _control(entry: object, where: str) -> Control:
+    if not isinstance(entry, dict) or set(entry) != CONTROL_KEYS or entry.get("kind") not in CONTROL_KINDS:
+        raise ConfigError(f"{where}: every checks.controls entry names an 'arm', its 'reference', the 'metric' and "
+                          f"a 'kind' ({' or '.join(CONTROL_KINDS)}); got {entry!r}.")
+    return Control(*(str(entry[k]) for k in ("arm", "reference", "metric", "kind")))
 
 
 def _component(entry: object, where: str) -> Component:
@@ -150,6 +175,11 @@ def validate_against(families: Families, claim: Claim, arms: list[str]) -> None:
             raise ConfigError(f"{families.source}: component '{c.part}' names "
                               + (f"an arm the protocol does not run ({', '.join(missing)})" if missing else
                                  f"a metric the claim '{claim.preset}' does not check ({c.metric})") + ".")
+    for c in families.controls:
+        missing = [a for a in (c.arm, c.reference) if a not in families_run]
+        if missing:
+            raise ConfigError(f"{families.source}: {c.kind} control `{c.arm}` names an arm the protocol does not run "
+                              f"({', '.join(missing)}).")
     unknown = set(families.margins) - metrics
     if unknown:
         raise ConfigError(f"{families.source}: checks.margins names {', '.join(sorted(unknown))}, which the claim "

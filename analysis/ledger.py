@@ -34,13 +34,14 @@ from analysis.families import Families, families_for
 from analysis.finetune_lr_tuning import as_compared
 from analysis.verdict_table import verdicts_table
 from analysis.claims import Claim, claim_for, split_arm
+from analysis.controls import NULL_ROLE, POSITIVE_ROLE, calibration_lines
 from analysis.derived_files import refresh_derived
 from analysis.exploratory import gated, ledger_gate
 from analysis.glance import claim_line
 from analysis.verdict_audit import audit_results
 from analysis.ledger_text import effect_text, num_text, p_text, paper_effect_text, power_text, scale_text, verdict_text
 from analysis.scale import MATCHED_TPP
-from analysis.verdict import ALPHA, MIN_SEEDS, NO_CLAIM, PRIMARY
+from analysis.verdict import ALPHA, MIN_SEEDS, NO_CLAIM, PRIMARY, SECONDARY
 from analysis.sections import FINDINGS_FILE, REPORT_FILE
 from lit_modules.config.arguments import Arg, Verb, parse_words
 from lit_modules.config.errors import ConfigError
@@ -71,7 +72,8 @@ def tested_rows(ab: Ablation, claim: Claim, verdicts: pd.DataFrame | None = None
         return verdicts
     # Context arms make no claim; a secondary row on fewer than MIN_SEEDS seeds (a tuning cell) is no evidence.
     evidence = (verdicts["role"] == PRIMARY) | (verdicts["n"] >= MIN_SEEDS) | (verdicts["n"] == 0)
-    rows = verdicts[(verdicts["verdict"] != NO_CLAIM) & evidence].copy()
+    claims = verdicts["role"].isin([PRIMARY, SECONDARY])  # the controls have their own section
+    rows = verdicts[(verdicts["verdict"] != NO_CLAIM) & evidence & claims].copy()
     check_order = {c.metric + (" tuned" if c.tuned else ""): i for i, c in enumerate(claim.checks)}
     families = list(claim.headline) + [f for f in dict.fromkeys(split_arm(a)[0] for a in ab.arms)
                                        if f not in claim.headline]
@@ -142,6 +144,7 @@ def render_ledger(results: Path, out: Path, refreshed: dict[str, list[str]] | No
     """The ledger's text; with `refreshed`, each folder's derived tables are checked against its data too
     (analysis.derived_files: rewritten where they differ, their names collected per folder)."""
     table, provenance, findings, glance, forests, outside = [], [], [], [], [], []
+    controls: dict[str, pd.DataFrame] = {}
     where = Path(os.path.relpath(results, out.parent)).as_posix()  # the file names no machine's paths
     for folder in result_folders(results):
         record = prov.read_provenance(folder) or {}
@@ -159,6 +162,8 @@ def render_ledger(results: Path, out: Path, refreshed: dict[str, list[str]] | No
             outside.append(f"- `{claim.preset}` (`{folder.name}/`): " + "; ".join(kept_out) + ".")
             continue
         rows = tested_rows(ab, claim, verdicts)
+        controls[folder.name] = verdicts[verdicts["role"].isin([NULL_ROLE, POSITIVE_ROLE])] if not verdicts.empty \
+            else verdicts
         if not rows.empty:
             cost = overhead_table(ab, claim).set_index("arm")
             line, _, checks = claim_line(ab, claim, rows, cost, families).partition("\n")
@@ -181,6 +186,11 @@ def render_ledger(results: Path, out: Path, refreshed: dict[str, list[str]] | No
         "Speedup = the reference's budget / the arm's tokens to the reference's final val/loss (first crossing "
         f"beside it). Our scale: non-embedding parameters, tokens, TPP; *matched scale* = at least {MATCHED_TPP:g} "
         "TPP or the paper's own.", "",
+        "## Calibration", "",
+        ("Does the rule call effects where none exists, and find a harm it was handed? Null controls differ from "
+         "their reference only in a nuisance (another draw of the initial weights); positive controls carry a "
+         "planted harm (analysis/controls.py). Each is judged on its 95% paired t interval."), "",
+        *calibration_lines(controls), "",
         "## The claims at a glance", "", *(glance or ["_No exported results folder has a claim check._"]), "",
         *forests,
         *(["## What the evidence says", "",

@@ -20,6 +20,7 @@ from analysis.ablation import Ablation, arm_values, items_scored, matched_metric
 from analysis.comparisons import compare, comparison_row, reference_of, speedup_of
 from analysis.claims import LR_VARIANT_PREFIX, Check, Claim, is_lr_variant, join_arm, split_arm
 from analysis.curves import Speedup
+from analysis.controls import control_rows
 from analysis.families import CheckKey, Families, families_for
 from analysis.stats import PairedComparison, SeedNoise, compare_paired, holm_adjust, holm_divisors, mdd, \
     seed_noise, seeds_needed, tost_p
@@ -94,7 +95,8 @@ def verdicts_table(ab: Ablation, claim: Claim, families: Families | None = None)
         if t.role == PRIMARY and not t.in_family(families.declared):
             t.role = SECONDARY
     p_holm, divisors, size = _primary_family(tests, families.declared)
-    return pd.DataFrame([_row(ab, claim, t, p_holm[i], divisors[i], size) for i, t in enumerate(tests)])
+    rows = [_row(ab, claim, t, p_holm[i], divisors[i], size) for i, t in enumerate(tests)]
+    return pd.DataFrame(rows + control_rows(ab, families))
 
 
 def _primary_family(tests: list[_Test], declared: bool = True) -> tuple[list[float], list[float], int]:
