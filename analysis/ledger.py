@@ -239,7 +239,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    results = Path(args["results"])
+    results, out = Path(args["results"]), Path(args["out"])
+    if not (out.parent.is_dir() and os.access(out.parent, os.W_OK)) or out.is_dir():
+        print(f"error: out={args['out']}: cannot write the ledger there ({out.parent} is not a writable folder"
+              f"{'' if not out.is_dir() else f', or {out} is a folder'}); give out=<a file in a writable folder>",
+              file=sys.stderr)
+        return 2
     if not result_folders(results):
         print(f"error: no exported results folder (one with {DATA_DIR}/{PARENT_FILE}) under {results}/",
               file=sys.stderr)

@@ -42,6 +42,7 @@ from analysis.sweep_report import write_sweep_report
 from lit_modules.config.arguments import FLAG, Arg, Verb, parse_words
 from lit_modules.config.errors import ConfigError
 from lit_modules.runs import tags
+from lit_modules.tracking.store import resolve_tracking_uri
 
 
 def write_report(
@@ -131,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         elif not args["exp"]:
             print("error: name the experiment: EXP=<preset name | sweep study | parent run id>", file=sys.stderr)
             return 2
+        elif (missing := missing_local_store(args["runs_dir"])) is not None:
+            print(f"error: EXP={args['exp']}: nothing named '{args['exp']}' can have run here: there is no MLflow "
+                  f"store at {missing} (give runs_dir=<the folder your runs went to>)", file=sys.stderr)
+            return 2
         elif args["export"]:
             store = RunStore(args["runs_dir"])
             path = export_results(store.resolve(args["exp"]).info.run_id, args["export"], store=store)
@@ -143,6 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     for line in exploratory_lines(Path(path).parent):
         print(line)
     return 0
+
+
+def missing_local_store(runs_dir: str) -> Path | None:
+    """The local default store's database when it does not exist (nothing is created to find that out)."""
+    uri = resolve_tracking_uri(None, runs_dir)
+    database = Path(runs_dir).resolve() / "mlflow.db"
+    return database if uri == f"sqlite:///{database}" and not database.is_file() else None
 
 
 def exploratory_lines(folder: Path) -> list[str]:

@@ -76,7 +76,6 @@ def _a_file(scratch: Path, made: dict) -> None:
 HF = "init_from=hf:{s}/hf"
 TRAIN, EVAL, EXPORT, FINETUNE = "lit_modules.train", "lit_modules.evaluation.run_eval", "lit_modules.export", \
     "lit_modules.finetune"
-XFAIL_ANALYSIS = "analysis/ (another engineer's, in progress): "
 CASES = {
     # --- Hugging Face import: init_from=hf:<folder>, finetune base_run=hf:<folder> ---
     "hf_weights_cut_in_half": Bad(("-m", TRAIN, HF, "runs_dir={s}/runs"),
@@ -143,16 +142,11 @@ CASES = {
                                                   "is not an exported results folder"),
     "report_from_and_exp_together": Bad(("-m", "analysis.report", "FROM=results/wisca", "EXP=wisca"),
                                         "FROM=<results folder> reads exported files only"),
-    "report_of_an_unknown_experiment": pytest.param(
-        Bad(("-m", "analysis.report", "EXP=nope", "runs_dir={s}/runs"), "named 'nope'"),
-        marks=pytest.mark.xfail(strict=True, reason=XFAIL_ANALYSIS + "it creates an MLflow store in runs_dir and "
-                                "prints MLflow's two INFO lines before its sentence")),
+    "report_of_an_unknown_experiment": Bad(("-m", "analysis.report", "EXP=nope", "runs_dir={s}/runs"), "named 'nope'"),
     "ledger_of_a_folder_without_exports": Bad(("-m", "analysis.ledger", "results={s}", "out={s}/R.md"),
                                               "no exported results folder"),
-    "ledger_into_an_unwritable_place": pytest.param(
-        Bad(("-m", "analysis.ledger", "out=/proc/llm-ablate/RESULTS.md"), "/proc/llm-ablate"),
-        marks=pytest.mark.xfail(strict=True, reason=XFAIL_ANALYSIS + "FileNotFoundError traceback from its "
-                                "temporary file")),
+    "ledger_into_an_unwritable_place": Bad(("-m", "analysis.ledger", "out=/proc/llm-ablate/RESULTS.md"),
+                                           "/proc/llm-ablate"),
     # --- evaluation ---
     "eval_task_typo_gets_the_close_names": Bad(("-m", EVAL, "run={run}", "tasks=hellaswagg", "runs_dir={store}"),
                                                "tasks=hellaswagg names 'hellaswagg'"),
