@@ -1,7 +1,7 @@
 """The one-sentence error of the layers below config/: hf/ (a model folder) and data/ raise it.
 
 It lives here, beside nothing, because hf/ sits below config/ (config/hf_start.py reads a folder) and both
-config/data.py and data/ raise it: one home below all three keeps the folders acyclic (issue 30).
+config/data.py and data/ raise it: one home below all three keeps the folders acyclic.
 """
 
 

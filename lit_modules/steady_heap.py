@@ -5,7 +5,7 @@ the mmap threshold (128 KiB at first, then moving with what was freed) are mmap'
 and a heap top above the trim threshold is handed back to the kernel, so the next step faults it in again
 and the kernel zeroes it. A tiny run kept faulting 700-1,500 pages per step for its whole 300 steps (34 ms
 a step) and none after its first 100 with the thresholds fixed below (32 ms); the forward-only bench rows
-read 1.00 or 1.17 for the same model from one process to the next, depending on that history (issue 27).
+read 1.00 or 1.17 for the same model from one process to the next, depending on that history.
 
 `steady_heap()` fixes the mmap threshold at glibc's largest (32 MiB on 64-bit: smaller buffers come from
 the heap, and the threshold no longer moves) and trims only a free top above 1 GiB. A process keeps up to

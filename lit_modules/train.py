@@ -117,7 +117,7 @@ def _validate_jobs(jobs: list[DictConfig]) -> None:
 
 def _checked_before_the_stack(cfg: DictConfig) -> bool:
     """A single run is validated before the training stack (Lightning, MLflow) loads, so a refusal's
-    sentence comes in about 2 s, not 6 (issue 27 item 7); a dry run prints its plan from here (True: done).
+    sentence comes in about 2 s, not 6; a dry run prints its plan from here (True: done).
     The same checks and sentences as training_run.run's, which validates again (~0.1 s). A resumed run's
     config is the one it resumes, known only from the store: it is checked there, once `resume=` is known to
     name a checkpoint or a run (here, for a single process: under torchrun rank 0 alone looks it up)."""

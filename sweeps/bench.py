@@ -7,7 +7,7 @@ the sweep rows live in the layer that owns the sweep and reuse the bench's flags
 
 Rows: `sweep_2_workers_vs_1` (wall makespan of a 1-worker over a 2-worker sweep of the same trials),
 `sweep_2_workers_ideal` (the most two workers can give, from one trial's thread speed-up) and
-`sweep_2_workers_efficiency` (their ratio; target >= 0.95, issue 27 item 5), plus a row of where the
+`sweep_2_workers_efficiency` (their ratio; target >= 0.95), plus a row of where the
 two-worker sweep loses time (the second worker's start skew, gaps, tail).
 """
 

@@ -2,7 +2,7 @@
 
 A worker's imports (Lightning, MLflow, Optuna: ~10 s, more while the driver trains on the same cores) used
 to start only after the driver had validated, made the study and opened the parent run, so the second
-worker began its first trial ~18 s after the first (issue 27 item 5). Now the entry point spawns them before
+worker began its first trial ~18 s after the first. Now the entry point spawns them before
 it imports the training stack itself (sweeps/optuna_sweep.py), so their imports overlap the driver's.
 """
 

@@ -57,7 +57,7 @@ def _imports(name: str, path, modules: dict) -> set[str]:
 
 def _entry_points(name: str, tree: ast.AST, modules: dict) -> set[str]:
     """Modules `name` starts as a process: "-m", "<module>" as neighbouring string literals (an argv list).
-    A subprocess is an import in all but name (issue 30). "python -m x" inside one string is not counted:
+    A subprocess is an import in all but name. "python -m x" inside one string is not counted:
     here those are sentences telling the user what to type, not processes started."""
     strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     named = [b for a, b in zip(strings, strings[1:]) if a == "-m"]
@@ -132,7 +132,7 @@ def test_analysis_never_imports_the_model_layer():
     assert loaded == ""
 
 
-# The folders bottom -> top (issue 30); a folder is lit_modules' first-level package or module, or sweeps/analysis.
+# The folders bottom -> top; a folder is lit_modules' first-level package or module, or sweeps/analysis.
 ORDER = (
     "lit_modules.model", "lit_modules.errors", "lit_modules.steady_heap", "lit_modules.hf", "lit_modules.distributed", "lit_modules.diagnostics",
     "lit_modules.config", "lit_modules.data", "lit_modules.verified_checkpoint", "lit_modules.runs",
@@ -144,7 +144,7 @@ ORDER = (
     "lit_modules.bench", "lit_modules", "analysis", "sweeps",
 )
 MAX_UPWARD = 3  # imports back up against ORDER, allowed while their owners move them
-TECHNIQUES_WITHIN = 3  # techniques/ sits at most this many folders above model/ (issue 30: 9 of 11 layers when filed, 4 before this)
+TECHNIQUES_WITHIN = 3  # techniques/ sits at most this many folders above model/
 
 
 def _folder(module: str) -> str:

@@ -2,7 +2,7 @@
 
 Forward-only rows read apart from one bench process to the next: the A/A control (one model object timed
 against itself) read 1.17 in two of four processes and 1.00 in the other two, with the interval of each
-run far narrower than that spread (issue 27). The cause was the heap: with glibc's defaults whether a
+run far narrower than that spread. The cause was the heap: with glibc's defaults whether a
 block's activations are fresh pages (faulted in, zeroed by the kernel) or reused ones depends on the
 process's history; `steady_heap` (which every training run and the bench now set) took the four A/A
 medians to 0.997-1.006. A run's blocks share that history, so they cannot show such a spread:

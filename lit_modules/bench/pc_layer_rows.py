@@ -28,7 +28,7 @@ from lit_modules.techniques.pc_layer.cost import pc_step_flops
 from lit_modules.techniques.pc_layer.merge import merge_pc
 
 LEVELS = (2, 4)
-EXCESS_TARGETS = {("tiny_x4", 4): Target("<=", 5.0)}  # points over the math (issue 27, item 3)
+EXCESS_TARGETS = {("tiny_x4", 4): Target("<=", 5.0)}  # points over the math
 MERGED_TARGET = Target("<=", 1.02)
 
 

@@ -9,7 +9,7 @@ divides it by their mean (a linear drift of the machine cancels). Every block st
 so what a switch costs (cold caches) weighs on all sides alike.
 
 The first place reads a few percent fast: the same model object timed against itself read 1.03-1.05 with
-the reference first, while two workloads in later places agreed with each other (an A/A test, issue 27).
+the reference first, while two workloads in later places agreed with each other (an A/A test).
 So a comparison takes a `pacer` (a copy of the reference) into the first place, and the workloads it
 compares follow it in later places, forward in even rounds and reversed in odd ones (P A B, P B A, ...):
 `round_ratios` divides each block by the reference's block of the same round, so the first place's bias

@@ -10,7 +10,7 @@ two move it by one rank, not by their size.
 
 A row measured in several **repeats** (one interleave each, in a fresh process: `bench.fresh`) pools the
 repeats' blocks and widens the interval to cover every repeat's own median: the blocks of one process cannot
-show what differs between processes, and for forward-only rows that was a few percent (issue 27).
+show what differs between processes, and for forward-only rows that was a few percent.
 
 A value is a **figure** when its interval lies within +-3 % of its median (`WIDTH`). It is **noisy**
 (named in bench.json's `noisy`, its median still written) when

@@ -35,7 +35,7 @@ def model_config(node) -> LlamaConfig:
 
 def parameter_counts(model_cfg: LlamaConfig) -> dict:
     """Counts without allocating weights (meta device, nothing initialized), so a 1B dry run is instant."""
-    # Here, not at the top: counting.py imports torch, which a refusal never needs (issue 27 item 7).
+    # Here, not at the top: counting.py imports torch, which a refusal never needs.
     from lit_modules.model import count_parameters
     from lit_modules.model.meta import meta_llama
 

@@ -8,4 +8,4 @@ class ConfigError(ValueError):
 class EvalError(Exception):
     """An evaluation problem explained in one sentence; entry points print it and exit 2, no traceback.
 
-    Here, not in evaluation/, because the eval config (config/evaluation.py) raises it too (issue 30)."""
+    Here, not in evaluation/, because the eval config (config/evaluation.py) raises it too."""

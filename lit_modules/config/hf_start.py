@@ -5,7 +5,7 @@ its tokenizer.json is the tokenizer (tokenizer.path, when unset); a folder whose
 tokenizer (a byte run exported by lit_modules.export) also loads with the default `tokenizer=byte`. Everything is checked from config and
 file headers before any data is read; the weights themselves are read by `lit_modules.hf.start.init_weights`
 (from lit_modules.resume), after the run's other checks. This half lives in config/ because validation
-calls it; hf/ below reads the folder and imports nothing of config/ (issue 30).
+calls it; hf/ below reads the folder and imports nothing of config/.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def with_hf_start(cfg: DictConfig) -> DictConfig:
     if not is_hf_reference(cfg.get("init_from")):
         return cfg
     # Here, not at the top: the folder's checks load torch, which a run without init_from=hf: never pays for
-    # before its refusal (issue 27 item 7).
+    # before its refusal.
     from lit_modules.hf.folder import check_weights, read_hf_config
 
     folder = hf_folder(cfg.init_from)

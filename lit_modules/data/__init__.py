@@ -7,7 +7,7 @@ Typical use:
     datamodule = LMDataModule(shards, data_cfg.seq_len, data_cfg.batch_size, seed)
 """
 
-# The data and tokenizer schemas live in config/data.py (config/ is below data/, issue 30); they stay part
+# The data and tokenizer schemas live in config/data.py (config/ is below data/); they stay part
 # of this package's API, which the data tests and fine-tuning use.
 from lit_modules.config.data import DataConfig, TokenizerConfig, static_vocab_size
 from lit_modules.errors import DataError

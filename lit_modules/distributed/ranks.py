@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, TypeVar
 
 # torch and torch.distributed are imported in the functions that talk to other ranks: validation reads the
-# layout (launched_ranks, launch_problems) before it knows whether torch is needed at all (issue 27 item 7).
+# layout (launched_ranks, launch_problems) before it knows whether torch is needed at all.
 
 T = TypeVar("T")
 # Strategies that start their own processes: under an outside launcher every rank would start more.

@@ -1,4 +1,4 @@
-"""steady_heap: freed activation memory stays in the process, so a step stops faulting pages in (issue 27).
+"""steady_heap: freed activation memory stays in the process, so a step stops faulting pages in.
 
 The pattern is a training step's: a forward keeps a stack of activations, then all of them are freed at
 once (as backward frees them), 82 MiB of them. With small thresholds glibc hands them back to the

@@ -54,7 +54,7 @@ def test_a_refused_two_worker_sweep_leaves_no_worker_behind(tmp_path, capsys, mo
 
 
 def test_the_driver_starts_its_workers_before_importing_the_training_stack():
-    """Issue 27 item 5: the second worker's first trial started ~4 s after the first because the driver
+    """The second worker's first trial started ~4 s after the first because the driver
     imported Lightning, MLflow and Optuna (~8 s of CPU) before spawning it. Spawning comes first now."""
     probe = (
         "import sys\n"

@@ -195,7 +195,7 @@ def test_sweep_ablate_and_finetune_check_the_store_first(unreachable_server, run
     assert not runs_dir.exists()
 
 
-# --- issue 26: a store path the system will not make, a database without its driver, a lookup ---------
+# --- a store path the system will not make, a database without its driver, a lookup ---------
 
 NO_PROC = pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc, which takes no new folder")
 NO_DRIVER = pytest.mark.skipif(importlib.util.find_spec("psycopg") is not None,

@@ -60,7 +60,7 @@ def test_a_validation_refusal_never_imports_torch_dynamo() -> None:
     ("data.seq_len=4096", "data.seq_len (4096) exceeds model.max_seq_len (256)."),
 ])
 def test_a_plain_refusal_never_imports_torch(override: str, sentence: str) -> None:
-    """Issue 27 item 7: with no technique configured, a value the plain checks refuse is its one sentence
+    """With no technique configured, a value the plain checks refuse is its one sentence
     before torch (about 1.6 s of the first sentence's 2.7) is imported at all."""
     sentences, imported = _refused(override)
     assert sentences == [f"error: {sentence}"]
