@@ -12,6 +12,8 @@ families are chosen before the data are seen):
         - {arm: "*", metric: "finetune:eval/*/acc", note: "added after ..."}   # every arm
       components:                     # a recipe's parts: each one's own share, printed beside the headline
         - {arm: small_eps_gate, without: baseline_eps_gate, metric: val/loss, part: "small init (gamma 1)"}
+      confirmatory_seeds: [200, 201, 202, 203, 204, 205, 206, 207]   # the primary verdicts' seeds, never used
+                                      # before (analysis/seed_ranges.py refuses one any committed run used)
       controls:                       # calibration, at every rung both arms ran (analysis/controls.py)
         - {arm: baseline_init1, reference: baseline, metric: val/loss, kind: null}       # init.stream=1 only
         - {arm: baseline_lr_div4, reference: baseline, metric: val/loss, kind: positive} # a planted harm
@@ -40,7 +42,7 @@ from lit_modules.config import files
 from lit_modules.config.errors import ConfigError
 
 PROTOCOL_PREFIX = "evidence/"
-KEYS = {"primary", "margins", "added_after_data", "components", "controls"}
+KEYS = {"primary", "margins", "added_after_data", "components", "controls", "confirmatory_seeds"}
 ENTRY_KEYS = {"arm", "metric", "tuned", "note"}
 COMPONENT_KEYS = {"arm", "without", "metric", "part"}
 CONTROL_KEYS = {"arm", "reference", "metric", "kind"}
@@ -90,6 +92,7 @@ class Families:
     source: str = ""
     components: tuple[Component, ...] = ()
     controls: tuple[Control, ...] = ()
+    confirmatory_seeds: tuple[int, ...] = ()  # when declared, the primary checks are judged on these seeds only
 
     def is_primary(self, key: CheckKey) -> bool:
         return not self.declared or key in self.primary
@@ -134,7 +137,11 @@ def parse_families(node: object, where: str) -> Families:
         raise ConfigError(f"{where}: checks.margins maps a metric to a positive margin in its units.")
     components = tuple(_component(e, where) for e in node.get("components") or [])
     controls = tuple(_control(e, where) for e in node.get("controls") or [])
-    return Families(primary, {str(k): float(v) for k, v in margins.items()}, late, True, where, components, controls)
+    seeds = node.get("confirmatory_seeds") or []
+    if not isinstance(seeds, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds):
+        raise ConfigError(f"{where}: checks.confirmatory_seeds is a list of seeds (integers >= 0); got {seeds!r}.")
+    return Families(primary, {str(k): float(v) for k, v in margins.items()}, late, True, where, components, controls,
+                    tuple(seeds))
 
 
 def _control(entry: object, where: str) -> Control:
@@ -180,6 +187,12 @@ def validate_against(families: Families, claim: Claim, arms: list[str]) -> None:
         if missing:
             raise ConfigError(f"{families.source}: {c.kind} control `{c.arm}` names an arm the protocol does not run "
                               f"({', '.join(missing)}).")
+    if families.confirmatory_seeds:
+        from analysis.seed_ranges import confirmatory_problem
+
+        problem = confirmatory_problem(families.confirmatory_seeds, families.source)
+        if problem:
+            raise ConfigError(problem)
     unknown = set(families.margins) - metrics
     if unknown:
         raise ConfigError(f"{families.source}: checks.margins names {', '.join(sorted(unknown))}, which the claim "
@@ -192,6 +205,7 @@ def checks_sha256(families: Families, claim: Claim, protocol: dict | None = None
     payload = {
         "primary": [asdict(k) for k in families.primary],
         "margins": families.margins,
+        **({"confirmatory_seeds": list(families.confirmatory_seeds)} if families.confirmatory_seeds else {}),
         "checks": [asdict(c) for c in claim.checks],
         "expect": claim.expect, "default_expect": claim.default_expect, "references": claim.references,
         **({"protocol": protocol} if protocol is not None else {}),

@@ -11,7 +11,7 @@ has one, and the verdict in parts (direction, magnitude) under analysis/verdict.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -94,9 +94,22 @@ def verdicts_table(ab: Ablation, claim: Claim, families: Families | None = None)
     for t in tests:  # an undeclared family leaves out what was never measured: such a row is not primary
         if t.role == PRIMARY and not t.in_family(families.declared):
             t.role = SECONDARY
+    if families.confirmatory_seeds:  # the primary checks are decided on the confirmatory seeds alone
+        confirmatory = on_seeds(ab, families.confirmatory_seeds)
+        for t in tests:
+            if t.role == PRIMARY and not t.check.tuned:
+                t.comparison, t.noise, t.speedup = _check_comparison(confirmatory, t.check, t.arm, t.reference)
+            elif t.role == PRIMARY:
+                t.comparison, t.noise = compare(confirmatory, t.arm, t.reference, t.check.metric)
     p_holm, divisors, size = _primary_family(tests, families.declared)
     rows = [_row(ab, claim, t, p_holm[i], divisors[i], size) for i, t in enumerate(tests)]
     return pd.DataFrame(rows + control_rows(ab, families))
+
+
+def on_seeds(ab: Ablation, seeds: tuple[int, ...]) -> Ablation:
+    """The ablation's runs on `seeds` only (curves and fine-tunes are looked up by run id, so they follow)."""
+    keep = {str(s) for s in seeds}
+    return replace(ab, finished=ab.finished[ab.finished["seed"].astype(str).isin(keep)].reset_index(drop=True))
 
 
 def _primary_family(tests: list[_Test], declared: bool = True) -> tuple[list[float], list[float], int]:
