@@ -48,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
                                                   repeats=s.inference_repeats)
             ratios += inf_ratios
             rows += inf_rows
+        if "pc_launches" in wanted:
+            from lit_modules.bench.pc_launches import STEPS, pc_launch_rows
+
+            count_ratios, count_rows = pc_launch_rows(s.extra, steps=2 if args.quick else STEPS)
+            ratios += count_ratios
+            rows += count_rows
         benches = bench_rows.technique_benches(s.block_steps)
         for name in ("wisca", "mols"):
             if name in wanted and name in benches:

@@ -12,12 +12,14 @@ fixed cost) use **wall** time, over repeats. The forward-only rows (PC inference
 within +-3 %, and bench_results/bench.json's `noisy` lists the rows that are not. The issue's targets are
 shown next to the figures (pass/fail); they never fail the bench.
 
-    python -m lit_modules.bench [--quick] [--only lightning,flops,pc,wisca,mols,eval,cells,first,sweep[,compile]]
+    python -m lit_modules.bench [--quick] [--only lightning,flops,pc,pc_launches,wisca,mols,eval,cells,first,sweep[,compile]]
                                 [--model tiny] [--models tiny,tiny_x4,small] [--blocks 32] [--block-steps 5]
                                 [--warmup 10] [--threads 1] [--cell-repeats 10] [--sweep-repeats 10]
                                 [--sweep-trials 6] [--steps 60] [--repeats 3] [--strict]
                                 [--out bench_results/bench.json]
 
+`pc_launches` counts (the operations and bytes the PC layer adds to a gpt2_124m step, `bench.pc_launches`)
+instead of timing, so it reads the same on any machine.
 `--quick`: the smallest settings (seq 32, batch 4, 6 blocks of 2 steps, 2-trial sweeps of 3 steps): a smoke
 test of every row, not a measurement. `--strict`: exit 1 when any row is noisy (a quiet machine should give
 none). `--steps` / `--repeats`: the callback-share fit and the opt-in compile row (whole runs per repeat).
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 
 from lit_modules.bench.verdict import Target
 
-DEFAULT_ONLY = "lightning,flops,pc,wisca,mols,eval,cells,first,sweep"
+DEFAULT_ONLY = "lightning,flops,pc,pc_launches,wisca,mols,eval,cells,first,sweep"
 KNOWN = set(DEFAULT_ONLY.split(",")) | {"compile"}
 WISCA_PERIOD = 250
 
