@@ -14,8 +14,12 @@ With parametrize the raw W lives at `<linear>.parametrizations.weight.original` 
 path (`layers.0.mlp.up_proj.parametrizations.weight.0.gamma`) and the optimizer's family tagger still
 files them under their module's family. `<linear>.weight` returns the effective weight.
 
-u and v are refreshed outside the forward pass (`refresh`, called after every optimizer step by
+u and v are refreshed outside the forward pass (`refresh_all`, called after every optimizer step by
 `refresh.PowerIterationRefresh`), warm-started from their previous values.
+
+The math is `stacked.py`'s, on a stack of weights of one shape: `refresh_all` runs one power iteration per shape
+group, and in a model's forward `groups.batch_by_shape` computes a group's effective weights together and hands
+this module its slice (`stacked_weight`); alone (outside that forward) a weight is a stack of one.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from lit_modules.techniques.pc_layer.polynomials import coefficients, odd_matrix_polynomial
+from lit_modules.techniques.pc_layer.polynomials import coefficients
+from lit_modules.techniques.pc_layer.stacked import (is_flipped, stacked_effective, stacked_power_iteration,
+                                                     stacked_sigma)
 
 
 class PCParametrization(nn.Module):
@@ -53,28 +59,42 @@ class PCParametrization(nn.Module):
             self.gamma = nn.Parameter(torch.ones(1))  # shape (1,) as in the official LearnableGamma
         else:
             self.register_parameter("gamma", None)
+        # This weight's slice of its shape group's effective weights, set by the forward pre-hook of a model
+        # batched by shape (`groups.ShapeBatches`), and the inputs' versions it was computed at once that forward
+        # has ended (None during it). Plain attributes: not in the state dict.
+        self.stacked_weight: torch.Tensor | None = None
+        self.stacked_versions: tuple | None = None
 
     # --- forward --------------------------------------------------------------------------------
 
     def sigma(self, weight: torch.Tensor) -> torch.Tensor:
-        """u^T W v + eps, differentiable in W; u, v are cast to the weight's dtype (fp32 at rest)."""
-        u = self.u.to(device=weight.device, dtype=weight.dtype)
-        v = self.v.to(device=weight.device, dtype=weight.dtype)
-        return torch.dot(u, torch.mv(weight, v)) + self.eps
+        """u^T W v + eps (a 0-d tensor), differentiable in W; u, v cast to the weight's dtype (fp32 at rest)."""
+        return stacked_sigma(weight.unsqueeze(0), self.u.unsqueeze(0), self.v.unsqueeze(0), self.eps).reshape(())
 
     def preconditioned(self, weight: torch.Tensor) -> torch.Tensor:
         """sg(sigma) * p(W / sigma) (or p(W / sigma) without recovery): the post-PC weight, no gamma."""
-        sigma = self.sigma(weight)
-        w_pc = odd_matrix_polynomial(weight / sigma, self.level)
-        if self.recover_norm:
-            w_pc = w_pc * sigma.detach()
-        return w_pc
+        return self._alone(weight, None)
 
     def forward(self, weight: torch.Tensor) -> torch.Tensor:
-        w_pc = self.preconditioned(weight)
-        if self.gamma is not None:
-            w_pc = w_pc * self.gamma.to(dtype=w_pc.dtype)
-        return w_pc
+        stacked, versions = self.stacked_weight, self.stacked_versions  # set by the model's forward pre-hook
+        if stacked is not None and (versions is None or versions == self.versions(weight)):
+            return stacked
+        return self._alone(weight, None if self.gamma is None else self.gamma.view(1, 1))
+
+    def versions(self, weight: torch.Tensor) -> tuple:
+        """What the effective weight is computed from, as it is now: the tensors' version counters (an in-place
+        change moves one) and storages (a move to another device or dtype replaces one)."""
+        parts = (weight, self.u, self.v) + (() if self.gamma is None else (self.gamma,))
+        return tuple((t._version, t.data_ptr()) for t in parts)
+
+    def release(self) -> None:
+        """Drop the shape group's slice (its inputs are about to change, or its backward is done)."""
+        self.stacked_weight = None
+
+    def _alone(self, weight: torch.Tensor, gamma: torch.Tensor | None) -> torch.Tensor:
+        """This weight as a stack of one: the same code as its shape group's."""
+        return stacked_effective(weight.unsqueeze(0), self.u.unsqueeze(0), self.v.unsqueeze(0), gamma, self.level,
+                                 self.eps, self.recover_norm).squeeze(0)
 
     # --- streaming power iteration --------------------------------------------------------------
 
@@ -115,14 +135,10 @@ class PCParametrization(nn.Module):
         """
         if not self.state_is_valid(weight):
             self._random_init(*weight.shape)
-        dtype = self.working_dtype
-        w = weight.detach().to(dtype=dtype, device=self.u.device)
-        u, v = self.u.to(dtype), self.v.to(dtype)
-        for _ in range(iters):
-            v = _unit(torch.mv(w.mT, u), self.eps)
-            u = _unit(torch.mv(w, v), self.eps)
-        self.u.copy_(u)
-        self.v.copy_(v)
+        w = weight.detach().to(dtype=self.working_dtype, device=self.u.device)
+        u, v = stacked_power_iteration(w.unsqueeze(0), self.u.unsqueeze(0), self.v.unsqueeze(0), iters, self.eps)
+        self.u.copy_(u.squeeze(0))
+        self.v.copy_(v.squeeze(0))
 
     # --- what an outside rescale of the raw weight does (WISCA's transitions) ------------------------
 
@@ -150,10 +166,6 @@ class PCParametrization(nn.Module):
     def extra_repr(self) -> str:
         gamma = self.gamma is not None
         return f"level={self.level}, recover_norm={self.recover_norm}, gamma={gamma}, eps={self.eps}"
-
-
-def _unit(vec: torch.Tensor, eps: float) -> torch.Tensor:
-    return vec / (vec.norm() + eps)  # the official normalization (eps in the denominator)
 
 
 # --- attaching and finding ------------------------------------------------------------------------
@@ -202,53 +214,49 @@ def pc_modules(model: nn.Module) -> list[tuple[str, nn.Module, PCParametrization
 
 
 @torch.no_grad()
-def refresh_all(model: nn.Module, iters: int, only_invalid: bool = False) -> int:
+def refresh_all(model: nn.Module, iters: int, only_invalid: bool = False, repair: bool = True) -> int:
     """Refresh u, v of every PC layer in `model` (or only repair invalid ones); returns how many ran.
 
-    The same arithmetic as `PCParametrization.refresh` on each layer, op for op, but the layers step
-    together: on CPU each normalization is one `torch._foreach_*` call over all of them instead of three
-    calls per layer (the very same per-tensor kernels, so the buffers come out bit-identical; a test
-    checks it). Validity is screened with one norm per buffer: a finite, non-zero norm means finite
-    entries and a non-zero vector; anything else gets the exact per-layer check.
+    The layers are grouped by shape up to transposition (and working dtype, device, eps) and each group runs
+    one batched power iteration (`stacked.stacked_power_iteration`), the same arithmetic as
+    `PCParametrization.refresh` on each layer up to float32 rounding; the new u, v are written back in one
+    foreach copy. With `repair`, buffers that are invalid (wrong size, NaN/Inf, zero: a bad checkpoint, meta
+    materialization) are re-initialized first, screened with one norm per buffer (this reads values on the
+    host, so the per-step refresh passes repair=False: nothing during training makes a valid buffer invalid).
     """
-    found = pc_modules(model)
-    layers = [(pc, raw_weight(module)) for _, module, pc in found]
+    layers = [(pc, raw_weight(module)) for _, module, pc in pc_modules(model)]
     if not layers:
         return 0
-    suspects = _invalid_suspects(layers)
-    if only_invalid:
-        layers = [(pc, w) for i, (pc, w) in enumerate(layers) if i in suspects and not pc.state_is_valid(w)]
-        for pc, weight in layers:
-            pc.refresh(weight, iters)
-        return len(layers)
-    for i in sorted(suspects):
-        pc, weight = layers[i]
-        if not pc.state_is_valid(weight):
-            pc._random_init(*weight.shape)
+    for pc, _ in layers:
+        pc.release()  # the new u, v make the last forward's effective weights stale
+    if only_invalid or repair:
+        suspects = _invalid_suspects(layers)
+        invalid = [i for i in sorted(suspects) if not layers[i][0].state_is_valid(layers[i][1])]
+        if only_invalid:
+            for i in invalid:
+                layers[i][0].refresh(layers[i][1], iters)
+            return len(invalid)
+        for i in invalid:
+            layers[i][0]._random_init(*layers[i][1].shape)
     groups: dict[tuple, list[tuple[PCParametrization, torch.Tensor]]] = {}
-    for pc, weight in layers:  # one group per (eps, working dtype, device): the foreach calls need one each
-        groups.setdefault((pc.eps, pc.working_dtype, pc.u.device), []).append((pc, weight))
-    for (eps, dtype, device), members in groups.items():
-        ws = [w.detach().to(dtype=dtype, device=device) for _, w in members]
-        wts = [w.mT for w in ws]  # the same transposed views the per-layer loop makes on every iteration
-        us = [pc.u.to(dtype) for pc, _ in members]
-        vs = [pc.v.to(dtype) for pc, _ in members]
-        for _ in range(iters):
-            vs = _units([torch.mv(wt, u) for wt, u in zip(wts, us)], eps)
-            us = _units([torch.mv(w, v) for w, v in zip(ws, vs)], eps)
-        torch._foreach_copy_([pc.u for pc, _ in members], us)
-        torch._foreach_copy_([pc.v for pc, _ in members], vs)
+    for pc, weight in sorted(layers, key=lambda layer: is_flipped(layer[1].shape)):  # wide ones last
+        key = (tuple(sorted(weight.shape, reverse=True)), pc.working_dtype, pc.u.device, pc.eps)
+        groups.setdefault(key, []).append((pc, weight))
+    targets: list[torch.Tensor] = []
+    values: list[torch.Tensor] = []
+    for (_, dtype, device, eps), members in groups.items():
+        flipped = [is_flipped(weight.shape) for _, weight in members]
+        w = torch.stack([weight.mT if f else weight for (_, weight), f in zip(members, flipped)])
+        if w.dtype != dtype or w.device != device:
+            w = w.to(dtype=dtype, device=device)
+        left = torch.stack([pc.v if f else pc.u for (pc, _), f in zip(members, flipped)])  # w's u
+        right = torch.stack([pc.u if f else pc.v for (pc, _), f in zip(members, flipped)])
+        left, right = stacked_power_iteration(w, left, right, iters, eps, flipped=sum(flipped))
+        targets += [pc.v if f else pc.u for (pc, _), f in zip(members, flipped)]
+        targets += [pc.u if f else pc.v for (pc, _), f in zip(members, flipped)]
+        values += [*left.unbind(0), *right.unbind(0)]
+    torch._foreach_copy_(targets, values)
     return len(layers)
-
-
-def _units(vecs: list[torch.Tensor], eps: float) -> list[torch.Tensor]:
-    """[_unit(v, eps) for v in vecs]: in three calls on CPU, where foreach ops loop over the same
-    per-tensor kernels; elsewhere (CUDA's fused foreach norm reduces in another order) one by one."""
-    if vecs[0].device.type != "cpu":
-        return [_unit(vec, eps) for vec in vecs]
-    norms = torch._foreach_norm(vecs)
-    torch._foreach_add_(norms, eps)
-    return torch._foreach_div(vecs, norms)
 
 
 def _invalid_suspects(layers: list[tuple[PCParametrization, torch.Tensor]]) -> set[int]:

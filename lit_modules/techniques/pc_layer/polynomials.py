@@ -42,23 +42,31 @@ def odd_polynomial(s: torch.Tensor, level: int) -> torch.Tensor:
     return s * q
 
 
-def odd_matrix_polynomial(wn: torch.Tensor, level: int) -> torch.Tensor:
-    """p(Wn) = Wn q(Wn^T Wn) for a tall or square Wn, q(Wn Wn^T) Wn for a wide one.
+def odd_matrix_polynomial(wn: torch.Tensor, level: int, scale: torch.Tensor | None = None) -> torch.Tensor:
+    """p(Wn) (times `scale`, one factor per matrix) for one matrix (o, i) or a stack of one shape (n, o, i).
 
-    The Gram matrix is always formed on the smaller side (the cheaper one); both forms have the same
-    singular vectors as Wn and map each singular value s to p(s). Cost: Gram + (level - 1) small-side
-    products + the final product, i.e. level + 1 matrix products (none at level 0).
+    p(Wn) = Wn q(Wn^T Wn) for a tall or square Wn, q(Wn Wn^T) Wn for a wide one: the Gram matrix is always
+    formed on the smaller side (the cheaper one); both forms have the same singular vectors as Wn and map
+    each singular value s to p(s). Cost: Gram + (level - 1) small-side products + the final product, i.e.
+    level + 1 batched matrix products (none at level 0), whatever the number of matrices. A `scale`
+    (broadcastable to (n, 1, 1)) multiplies the small q, not the large result: the same product, and no
+    full-size intermediate to keep for the backward.
     """
     coeffs = coefficients(level)
     if len(coeffs) == 1:
-        return wn * coeffs[0]
-    tall = wn.shape[0] >= wn.shape[1]
-    gram = wn.mT @ wn if tall else wn @ wn.mT
-    eye = torch.eye(gram.shape[0], dtype=gram.dtype, device=gram.device)
+        return wn * coeffs[0] if scale is None else wn * (scale * coeffs[0])
+    if wn.dim() == 2:
+        one = None if scale is None else scale.reshape(1, 1, 1)
+        return odd_matrix_polynomial(wn.unsqueeze(0), level, one).squeeze(0)
+    tall = wn.shape[-2] >= wn.shape[-1]
+    gram = torch.bmm(wn.mT, wn) if tall else torch.bmm(wn, wn.mT)
+    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)  # broadcast over the stack
     q = gram * coeffs[-1] + eye * coeffs[-2]  # the innermost Horner step needs no product
     for c in reversed(coeffs[:-2]):
-        q = torch.addmm(eye, gram, q, beta=c)  # c I + G q
-    return wn @ q if tall else q @ wn
+        q = torch.baddbmm(eye, gram, q, beta=c)  # c I + G q
+    if scale is not None:
+        q = q * scale
+    return torch.bmm(wn, q) if tall else torch.bmm(q, wn)
 
 
 def condition_number_after(low: float, level: int, high: float = 1.0, points: int = 100_001) -> float:

@@ -6,7 +6,8 @@ Official schedule (`train.py` of the release): once before training, then after 
 - `on_train_start`: at step 0 a full refresh; on resume only a repair of invalid buffers, because the
   checkpoint already holds the u, v refreshed after its last step (a full refresh would make a resumed
   run differ from an uninterrupted one).
-- `on_train_batch_end`: Lightning calls it after every micro-batch; a refresh runs only when
+- `on_train_batch_end`: Lightning calls it after every micro-batch; a refresh (one batched power iteration
+  per shape group, no host synchronisation) runs only when
   `trainer.global_step` moved, i.e. once per optimizer step, also with gradient accumulation. This
   callback is registered before the checkpoint callback, so a checkpoint holds the refreshed u, v.
 
@@ -30,17 +31,25 @@ class PowerIterationRefresh(L.Callback):
         self.power_iters = power_iters
         self._last_step: int | None = None
 
-    def _refresh(self, pl_module: L.LightningModule, only_invalid: bool = False) -> None:
-        refresh_all(pl_module, self.power_iters, only_invalid=only_invalid)
+    def _refresh(self, pl_module: L.LightningModule, only_invalid: bool = False, repair: bool = True) -> None:
+        refresh_all(pl_module, self.power_iters, only_invalid=only_invalid, repair=repair)
         broadcast_from_rank0(pl_module)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._refresh(pl_module, only_invalid=trainer.global_step > 0)
         self._last_step = trainer.global_step
 
+    def on_after_backward(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # The shape groups' effective weights were kept through the backward (for checkpointed blocks'
+        # recomputation); they are not needed any more, and would hold their memory through the optimizer step.
+        for _, _, pc in pc_modules(pl_module):
+            pc.release()
+
     def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         if trainer.global_step != self._last_step:  # an optimizer step has just happened
-            self._refresh(pl_module)
+            # No repair: its validity screen reads values on the host (a device sync every step), and the
+            # buffers were made valid at train start; a step cannot invalidate them.
+            self._refresh(pl_module, repair=False)
             self._last_step = trainer.global_step
 
 

@@ -24,6 +24,7 @@ from torch import nn
 from lit_modules.optim.param_groups import GroupSpec
 from lit_modules.techniques.base import Technique
 from lit_modules.techniques.registry import register
+from lit_modules.techniques.pc_layer.groups import batch_by_shape
 from lit_modules.techniques.pc_layer.merge import DEFAULT_MERGE_ITERS, merge_pc
 from lit_modules.techniques.pc_layer.parametrization import attach_pc
 from lit_modules.techniques.pc_layer.polynomials import PAPER_LEVEL_FOR_OPTIMIZER, PC_COEFFICIENTS
@@ -143,6 +144,7 @@ class PCLayer(Technique):
             raise ValueError(
                 f"The PC layer found none of its targets ({', '.join(self.targets)}) in the model."
             )
+        batch_by_shape(model)  # each shape group's effective weights in one batched computation per forward
         return model
 
     def edit_param_groups(self, groups: list[GroupSpec]) -> None:

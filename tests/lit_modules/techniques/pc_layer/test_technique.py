@@ -178,21 +178,22 @@ def test_muon_updates_the_raw_weights_and_adamw_the_gammas():
 def test_refresh_runs_once_per_optimizer_step_and_not_on_resume(monkeypatch):
     calls = []
     monkeypatch.setattr(
-        pc_refresh, "refresh_all", lambda model, iters, only_invalid=False: calls.append(only_invalid)
+        pc_refresh, "refresh_all",
+        lambda model, iters, only_invalid=False, repair=True: calls.append((only_invalid, repair)),
     )
     cb = PowerIterationRefresh(power_iters=10)
     trainer = SimpleNamespace(global_step=0)
     cb.on_train_start(trainer, None)
-    assert calls == [False]  # full refresh before training
+    assert calls == [(False, True)]  # full refresh before training, invalid buffers repaired first
     # Gradient accumulation 3: global_step moves on every third micro-batch only.
     for micro in range(9):
         trainer.global_step = (micro + 1) // 3
         cb.on_train_batch_end(trainer, None, None, None, micro)
-    assert calls == [False] * 4
+    assert calls == [(False, True)] + [(False, False)] * 3  # in the step: no validity screen (no host sync)
     resumed = PowerIterationRefresh()
     calls.clear()
     resumed.on_train_start(SimpleNamespace(global_step=7), None)
-    assert calls == [True]  # only repairs invalid buffers; the checkpoint's u, v are kept
+    assert calls == [(True, True)]  # only repairs invalid buffers; the checkpoint's u, v are kept
 
 
 def test_refresh_all_converges_every_layer():
