@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
+from hydra_plugins.llm_ablate_launchers.cell_list_sweeper import write_cells
 from lit_modules.config import files
 from lit_modules.config.arguments import FLAG, HYDRA, INTS, NAMES, OPTIONAL_TEXT, POSITIVE_INT, Arg, Verb, parse_words
 from lit_modules.config.composition import COMPOSITION_ERRORS, compose_run_config, sweep_forms
@@ -53,6 +54,8 @@ from lit_modules.tracking.run_owner import end_dead_runs
 from lit_modules.tracking.store import get_or_create_experiment, open_client, resolve_tracking_uri, tracking_uri
 from lit_modules.runs.store_check import check_store
 from lit_modules.runs.uri_masking import mask_password
+from sweeps import cell_placement as placement
+from sweeps.cell_placement import launch_overrides
 from sweeps.progress_lines import CellWatcher
 
 
@@ -72,6 +75,8 @@ class Grid:
     cell_hashes: set[str] = field(default_factory=set)  # every cell's config hash, what a finished cell is found by
     skip_finished: bool = True  # ablation.skip_finished of every cell: a finished cell is not run again
     first_config: object = None  # the first cell's validated config (validate_cells): its threads and accelerator
+    cells_per_device: int | None = None  # k cells at once on each device (sweeps/cell_placement.py)
+    devices_per_cell: int | None = None  # each cell's ranks on N devices, started by torchrun
 
     def cells(self) -> int:
         return len(self.cell_arms or self.arms) * len(self.seeds)
@@ -87,6 +92,7 @@ VERB = Verb(
         "arms": Arg(NAMES),
         "seeds": Arg(INTS),
         "runs_dir": Arg(default="runs", forward=True),  # the cells write there too
+        **placement.ARGS,
     },
     aliases={"seed": "seeds"},  # seed=0 or seed=0,1: the same as seeds=
     refused={k: f"{k}= would fight the preset's grid; use arms=<short names> instead." for k in ("+arm", "arm")},
@@ -96,9 +102,11 @@ VERB = Verb(
 
 def parse_args(argv: list[str]) -> Grid:
     words = parse_words(argv, VERB)
+    n = words["devices_per_cell"]  # each cell an N-rank run: overrides that are part of its config and hash
     return Grid(experiment=words["experiment"], arms=[], seeds=[], launcher=words["launcher"],
                 workers=words["workers"], report=words["report"], only_arms=words["arms"] or [],
-                only_seeds=words["seeds"] or [], overrides=words.rest, runs_dir=words["runs_dir"])
+                only_seeds=words["seeds"] or [], overrides=[*words.rest, *placement.multi_device_overrides(n, words.rest)],
+                runs_dir=words["runs_dir"], cells_per_device=words["cells_per_device"], devices_per_cell=n)
 
 
 SLURM_TOOLS = ("sbatch", "srun")  # what submitit's SLURM launcher calls
@@ -144,7 +152,8 @@ def validate_cells(grid: Grid) -> str:
     name, cell_of = "", {}
     for arm in grid.arms:
         for values in itertools.product(*swept):
-            cfg = validate(compose_run_config([f"experiment={grid.experiment}", f"+arm={arm}", *fixed, *values]))
+            cfg = validate(compose_run_config([f"experiment={grid.experiment}", f"+arm={arm}", *fixed, *values]),
+                           ranks=placement.cell_ranks(grid))  # as torchrun's rank 0 will, for devices_per_cell=
             name = cfg.logger.experiment
             if grid.first_config is None:
                 grid.first_config = cfg.copy()
@@ -192,25 +201,6 @@ def launch_wide_overrides(grid: Grid) -> list[str]:
     """Hydra's settings for the multirun's command line (runs_dir goes there from `grid.runs_dir`, once)."""
     return [o for o in sweep_forms(grid.overrides)[0]
             if _launch_wide(o) and not o.lstrip("+~").startswith("runs_dir=")]
-
-
-def launch_overrides(grid: Grid, threads: int | None, gpu_cells: bool = False, cells: int | None = None) -> list[str]:
-    """Hydra launcher overrides: an explicit launcher as given; else local worker processes x threads (for
-    `cells` cells: the grid's unless given). GPU cells (e.g. recipe=<size>) run one after another unless
-    workers= says: each wants its GPUs to itself."""
-    cores = os.cpu_count() or 1
-    cells = grid.cells() if cells is None else cells
-    if gpu_cells and not grid.workers and not grid.launcher:
-        return []
-    if grid.launcher == "submitit_local":  # every cell at once on this machine, sharing its cores
-        return [f"hydra/launcher={grid.launcher}", *([] if threads else [f"trainer.num_threads={max(1, cores // cells)}"])]
-    if grid.launcher and grid.launcher != "local_parallel":
-        return [f"hydra/launcher={grid.launcher}"]  # e.g. slurm: the cluster decides
-    workers = min(grid.workers or max(1, cores // (threads or 1)), cells)
-    if workers <= 1:
-        return []  # Hydra's basic launcher: cells one after another in one process
-    extra = [] if threads else [f"trainer.num_threads={max(1, cores // workers)}"]
-    return ["hydra/launcher=local_parallel", f"hydra.launcher.n_jobs={workers}", *extra]
 
 
 def open_parent(client: MlflowClient, grid: Grid, experiment_name: str) -> str:
@@ -268,6 +258,7 @@ def _checked(argvs: list[list[str]]) -> tuple[list[Grid], Grid, str]:
     first = grids[0]
     shared = {"experiment": lambda g: g.experiment, "runs_dir": lambda g: g.runs_dir,
               "launcher": lambda g: g.launcher, "workers": lambda g: g.workers, "report": lambda g: g.report,
+              "cells_per_device": lambda g: g.cells_per_device, "devices_per_cell": lambda g: g.devices_per_cell,
               "hydra overrides": launch_wide_overrides,
               "trainer.num_threads": lambda g: g.first_config.trainer.num_threads,
               "trainer.accelerator": lambda g: g.first_config.trainer.accelerator}
@@ -286,7 +277,8 @@ def _checked(argvs: list[list[str]]) -> tuple[list[Grid], Grid, str]:
                     workers=first.workers, report=first.report, runs_dir=first.runs_dir,
                     overrides=list(dict.fromkeys(o for g in grids for o in g.overrides)),
                     cell_hashes=set().union(*(g.cell_hashes for g in grids)),
-                    skip_finished=all(g.skip_finished for g in grids), first_config=first.first_config)
+                    skip_finished=all(g.skip_finished for g in grids), first_config=first.first_config,
+                    cells_per_device=first.cells_per_device, devices_per_cell=first.devices_per_cell)
     return grids, together, names.pop()
 
 
@@ -301,6 +293,7 @@ def run_together(argvs: list[list[str]]) -> int:
         grids, grid, experiment_name = _checked(argvs)
         first = grid.first_config
         threads, gpu_cells = first.trainer.num_threads, first.trainer.accelerator in ("gpu", "cuda")
+        placement.check_placement(grid, gpu_cells)
         check_store(resolve_tracking_uri(None, grid.runs_dir))
     except ConfigError as err:
         print(f"error: {mask_password(str(err))}", file=sys.stderr)
@@ -326,7 +319,7 @@ def run_together(argvs: list[list[str]]) -> int:
         if to_run == 0:  # a resumed protocol's finished launch: no multirun (~20 s of start-up) to skip them
             print(f"all {cells} cells already finished under this parent: nothing to launch")
         else:
-            cells_file = _write_cells(cell_list)
+            cells_file = write_cells(cell_list)  # removed when the launch ends
             command = [sys.executable, "-m", "lit_modules.train", "-m", f"experiment={grid.experiment}",
                        f"parent_run_id={parent}", f"runs_dir={grid.runs_dir}", *launch_wide_overrides(grids[0]),
                        "hydra/sweeper=cell_list", f"hydra.sweeper.cells_file='{cells_file}'",
@@ -373,17 +366,6 @@ def _shape(grids: list[Grid]) -> str:
         values = f" x {per_arm_seed} swept values" if per_arm_seed > 1 else ""
         parts.append(f"{len(g.arms)} arm{'s' * (len(g.arms) != 1)} x {len(g.seeds)} seed{'s' * (len(g.seeds) != 1)}{values}")
     return " + ".join(parts)
-
-
-def _write_cells(cell_list: list[list[str]]) -> str:
-    """The cell-list sweeper's file (removed when the launch ends)."""
-    import json
-    import tempfile
-
-    handle, path = tempfile.mkstemp(prefix="ablate-cells-", suffix=".json")
-    with os.fdopen(handle, "w") as f:
-        json.dump(cell_list, f)
-    return path
 
 
 if __name__ == "__main__":

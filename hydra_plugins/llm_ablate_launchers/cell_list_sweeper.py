@@ -33,6 +33,17 @@ class CellListSweeperConf:
 ConfigStore.instance().store(group="hydra/sweeper", name="cell_list", node=CellListSweeperConf)
 
 
+def write_cells(cells: list[list[str]]) -> str:
+    """A temporary cells file for `hydra.sweeper.cells_file` (its writer removes it when the launch ends)."""
+    import os
+    import tempfile
+
+    handle, path = tempfile.mkstemp(prefix="ablate-cells-", suffix=".json")
+    with os.fdopen(handle, "w") as f:
+        json.dump(cells, f)
+    return path
+
+
 def read_cells(path: str | Path) -> list[list[str]]:
     cells = json.loads(Path(path).read_text())
     if not isinstance(cells, list) or not all(isinstance(c, list) and all(isinstance(o, str) for o in c) for c in cells):

@@ -13,7 +13,7 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.config.global_batch import derive_accumulation
 from lit_modules.config.hf_start import with_hf_start
 from lit_modules.config.technique_context import TechniqueContext, instantiate_techniques
-from lit_modules.distributed.ranks import launch_problems, launched_ranks
+from lit_modules.distributed.ranks import Ranks, launch_problems, launched_ranks
 
 OPTIMIZERS = ("adamw", "muon", "adam_mini", "nadam", "lamb")
 SCHEDULES = ("cosine", "wsd", "constant")
@@ -26,7 +26,7 @@ PARAM_COUNTS = ("non_embedding", "total")
 GPT2_FILE = "tokenizers/gpt2/tokenizer.json"  # tokenizer=gpt2's file, written by make setup (data/gpt2_vocab.py)
 
 
-def _basic_problems(cfg: DictConfig) -> list[str]:
+def _basic_problems(cfg: DictConfig, ranks: Ranks | None = None) -> list[str]:
     p: list[str] = []
     o, s, r, t = cfg.optim, cfg.schedule, cfg.regime, cfg.trainer
     if o.name not in OPTIMIZERS:
@@ -75,7 +75,7 @@ def _basic_problems(cfg: DictConfig) -> list[str]:
     if t.devices < 1 or t.num_nodes < 1:
         p.append("trainer.devices and trainer.num_nodes must be at least 1.")
     if not cfg.dry_run:  # a dry run plans the launch instead: it prints the torchrun line
-        p += launch_problems(t, launched_ranks())
+        p += launch_problems(t, ranks or launched_ranks())
     if t.accumulate_grad_batches < 1:
         p.append("trainer.accumulate_grad_batches must be at least 1.")
     for key in ("val_every_n_steps", "log_every_n_steps", "checkpoint_every_n_steps"):
@@ -199,12 +199,14 @@ class Validated:
     budget: Budget
 
 
-def validate(cfg: DictConfig) -> DictConfig:
-    """Return a resolved copy with derived fields filled in, or raise ConfigError listing every problem."""
-    return validated(cfg).config
+def validate(cfg: DictConfig, ranks: Ranks | None = None) -> DictConfig:
+    """Return a resolved copy with derived fields filled in, or raise ConfigError listing every problem.
+    `ranks`: the layout the run will be started in, where that is not this process's (a driver checking a cell
+    that torchrun will start); by default the launcher's environment says."""
+    return validated(cfg, ranks).config
 
 
-def validated(cfg: DictConfig) -> Validated:
+def validated(cfg: DictConfig, ranks: Ranks | None = None) -> Validated:
     """`validate`, keeping the technique objects it built (and asked) and the budget it computed."""
     check_schema(cfg)
     cfg = with_hf_start(cfg.copy())  # init_from=hf:<folder>: model and tokenizer from the folder
@@ -221,7 +223,7 @@ def validated(cfg: DictConfig) -> Validated:
             problems.append(str(err))
     problems += OmegaConf.to_object(cfg.model).problems()
     problems += _dense_moe_preset_problems(cfg)
-    problems += _basic_problems(cfg)
+    problems += _basic_problems(cfg, ranks)
     problems += derive_accumulation(cfg)  # before the budget: it sets trainer.accumulate_grad_batches
     techniques, unbuildable = instantiate_techniques(cfg)
     problems += unbuildable

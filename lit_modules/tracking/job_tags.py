@@ -2,13 +2,19 @@
 
 A cell submitted through Hydra's submitit launcher (SLURM, or the local executor) writes its stdout and
 stderr under the sweep folder's `.submitit/<job id>/`; the run records those paths, so a failed cell's
-log is one click from its MLflow run. Outside a scheduler there are no such tags.
+log is one click from its MLflow run. A cell placed by the device-cells launcher
+(hydra_plugins/llm_ablate_launchers/device_cells.py) records its devices, its slot (which of a device's k
+places) and its log. Outside a scheduler there are no such tags.
 """
 
 from __future__ import annotations
 
 import os
 from typing import Mapping
+
+# Set by the device-cells launcher for each cell it starts.
+CELL_DEVICES_ENV, CELL_SLOT_ENV, CELL_LOG_ENV = "LLM_ABLATE_CELL_DEVICES", "LLM_ABLATE_CELL_SLOT", "LLM_ABLATE_CELL_LOG"
+CELL_TAGS = {CELL_DEVICES_ENV: "cell.devices", CELL_SLOT_ENV: "cell.slot", CELL_LOG_ENV: "cell.log"}
 
 
 def scheduler_tags(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
@@ -26,4 +32,5 @@ def scheduler_tags(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
         tags["submitit.job_id"] = job.job_id
         tags["submitit.stdout"] = str(job.paths.stdout)
         tags["submitit.stderr"] = str(job.paths.stderr)
+    tags.update({tag: environ[name] for name, tag in CELL_TAGS.items() if environ.get(name)})
     return tags
