@@ -148,16 +148,14 @@ def split_technique_options(words: Iterable[str]) -> tuple[list[str], list[str]]
     """(technique options like `lora=pissa`, the other words): a fine-tune may add a technique to its base's."""
     words = list(words)
     top_level = {f.name for f in fields(Config)}
-    # A technique's group is packaged under techniques.<name>, never a top-level key: the registry (every
-    # technique, torch) is imported only when a word could name one.
-    if not any("=" in w and files.is_group(w.split("=", 1)[0]) and w.split("=", 1)[0] not in top_level for w in words):
-        return [], words
-    from lit_modules.techniques import TECHNIQUES
+    # A technique's group is packaged under techniques.<name>, never a top-level key (read on disk, no import).
+    from lit_modules.config.technique_groups import technique_groups
 
+    groups = set(technique_groups(files.CONF_DIR)) - top_level
     techniques, rest = [], []
     for word in words:
         key = word.split("=", 1)[0]
-        (techniques if key in TECHNIQUES and "=" in word else rest).append(word)
+        (techniques if key in groups and "=" in word else rest).append(word)
     return techniques, rest
 
 

@@ -8,7 +8,7 @@ The training entry point validates with one context and trains with the same tec
 technique is instantiated once per run and never rebuilt to answer another technique's question.
 
 It lives in config/, beside the budget it carries, because validation asks it: the techniques are built by
-their configs' `_target_` (Hydra), so config/ imports no technique and techniques/ sits above it (issue 30).
+their configs' `_target_` (Hydra), so config/ imports no technique and techniques/ sits above it.
 """
 
 from __future__ import annotations
@@ -24,12 +24,16 @@ if TYPE_CHECKING:  # annotations only: validation imports this module before it 
 
 def instantiate_techniques(cfg: Any) -> tuple[list, list[str]]:
     """The techniques of `cfg.techniques` (name -> node with `_target_`), and a sentence per node that
-    cannot be built. Each technique's `name` is its key unless its class names itself."""
+    cannot be built. Each technique's `name` is its key: the one name of a technique (its config group)."""
     from hydra.utils import instantiate
 
     built, problems = [], []
     for name, node in (cfg.get("techniques") or {}).items():
         if node is None:
+            continue
+        unknown = _unknown_settings(name, node)
+        if unknown:
+            problems += unknown
             continue
         try:
             technique = instantiate(node)
@@ -37,9 +41,26 @@ def instantiate_techniques(cfg: Any) -> tuple[list, list[str]]:
             cause = err.__cause__ or err
             problems.append(f"Technique '{name}' cannot be built from its config: {cause}")
             continue
-        technique.name = getattr(technique, "name", name) or name
+        technique.name = name
         built.append(technique)
     return built, problems
+
+
+def _unknown_settings(name: str, node: Any) -> list[str]:
+    """A sentence naming the keys of `techniques.<name>` that its class's settings dataclass lacks (a typo
+    such as `+techniques.pc_layer.levle=2`), before the class is called with them."""
+    from hydra.utils import get_class
+
+    from lit_modules.typed_settings import unknown_setting_problems
+
+    try:
+        settings = getattr(get_class(str(node.get("_target_"))), "Settings", None)
+    except Exception:  # noqa: BLE001 - an unknown target is reported by instantiate, as before
+        return []
+    if settings is None:
+        return []
+    given = {k: None for k in node if not str(k).startswith("_")}  # _target_, _recursive_: Hydra's own keys
+    return unknown_setting_problems(settings, given, f"techniques.{name}", name)
 
 
 def meta_model(cfg: Any) -> nn.Module | None:

@@ -84,7 +84,7 @@ def check_periodic_transition(cfg: DictConfig) -> None:
     idx = tokens(0)
     with torch.no_grad():
         before = model(idx)
-    trainer = SimpleNamespace(global_step=callback.technique.every_n_steps, logger=None, optimizers=[optimizer])
+    trainer = SimpleNamespace(global_step=callback.technique.settings.every_n_steps, logger=None, optimizers=[optimizer])
     callback.on_train_batch_end(trainer, SimpleNamespace(model=model), None, None, 0)
     with torch.no_grad():
         after = model(idx)
@@ -92,7 +92,7 @@ def check_periodic_transition(cfg: DictConfig) -> None:
     assert_close_up_to_rounding(after, before, tol=LOGIT_TOL)
     # The transition really moved the weights it owns (else the check above proves nothing) ...
     (rescales, _), = recorded
-    assert len(rescales) == 2 * (callback.technique.qk + callback.technique.vo) * len(model.layers)
+    assert len(rescales) == 2 * (callback.technique.settings.qk + callback.technique.settings.vo) * len(model.layers)
     assert all((r.factor - 1).abs().max() > 0.05 for r in rescales)
     # ... and every rescaled weight is a tensor the optimizer holds state for: m / S, v / S^2 (rescale).
     params = {id(p) for group in optimizer.param_groups for p in group["params"]}

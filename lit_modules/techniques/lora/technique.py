@@ -28,19 +28,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from omegaconf import ListConfig
 from torch import nn
 from torch.nn.utils import parametrize
 
 from lit_modules.config.technique_context import TechniqueContext
 from lit_modules.optim.param_groups import GroupSpec
 from lit_modules.techniques.base import Technique
-from lit_modules.techniques.lora.adapter import VARIANTS, attach, merge, scaling_of
-from lit_modules.techniques.pc_layer.technique import TARGET_PATHS as PC_TARGET_PATHS
-from lit_modules.techniques.registry import register
+from lit_modules.techniques.lora.adapter import attach, merge, scaling_of
+from lit_modules.techniques.lora.settings import TARGET_PATHS, LoraSettings
 
-TARGET_PATHS = {**PC_TARGET_PATHS, "attn_gate": "attn.gate_proj"}  # q_proj ... down_proj, + the output gate
-DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ADAPTER_FAMILY_PREFIX = "lora_"  # optim/param_groups.py: lora_qk, lora_vo, lora_attn_gate, lora_mlp
 
 
@@ -49,49 +45,19 @@ def _targeted(model: nn.Module, targets: Sequence[str]) -> list[tuple[str, nn.Mo
     return [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear) and name.endswith(suffixes)]
 
 
-@register("lora")
 class Lora(Technique):
-
-    def __init__(
-        self,
-        variant: str = "lora",
-        rank: int = 8,
-        alpha: float = 16.0,
-        targets: Sequence[str] = DEFAULT_TARGETS,
-        seed: int = 0,
-        from_scratch: bool = False,
-        decay: bool = False,
-    ):
-        self.variant = variant
-        self.rank = rank
-        self.alpha = alpha
-        self.targets = list(targets) if isinstance(targets, (list, tuple, ListConfig)) else targets
-        self.seed = int(seed)
-        self.from_scratch = bool(from_scratch)
-        self.decay = decay  # checked in problems(): bool("no") would be True
+    Settings = LoraSettings
+    settings: LoraSettings
 
     def problems(self, cfg: Any = None, context: TechniqueContext | None = None) -> list[str]:
-        knob = "techniques.lora"
-        p = []
-        if self.variant not in VARIANTS:
-            p.append(f"{knob}.variant must be one of {', '.join(VARIANTS)}, not '{self.variant}'.")
-        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
-            p.append(f"{knob}.rank must be an integer >= 1, not {self.rank!r}.")
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not self.alpha > 0:
-            p.append(f"{knob}.alpha must be a positive number, not {self.alpha!r}.")
-        if not isinstance(self.decay, bool):
-            p.append(f"{knob}.decay must be true or false, not {self.decay!r}.")
-        if not isinstance(self.targets, list) or not self.targets:
-            p.append(f"{knob}.targets must be a non-empty list drawn from {', '.join(TARGET_PATHS)}.")
-        elif unknown := [t for t in self.targets if t not in TARGET_PATHS]:
-            p.append(f"Unknown {knob}.targets {', '.join(map(str, unknown))}; choose from {', '.join(TARGET_PATHS)}.")
+        p = self.settings_problems()
         if p or cfg is None:
             return p
-        if not cfg.get("init_from") and not self.from_scratch:
+        if not cfg.get("init_from") and not self.settings.from_scratch:
             p.append(
                 "LoRA adapts a trained model and this run starts from a fresh initialization; pass "
                 "init_from=<run id or checkpoint> (or fine-tune with lit_modules.finetune), or set "
-                f"{knob}.from_scratch=true to adapt the initialized weights on purpose."
+                "techniques.lora.from_scratch=true to adapt the initialized weights on purpose."
             )
         model = (context or TechniqueContext.of(cfg)).model_as_trained(without=self.name)
         if model is not None:
@@ -99,13 +65,14 @@ class Lora(Technique):
         return p
 
     def structure_problems(self, model: nn.Module) -> list[str]:
-        ffn = [t for t in self.targets if TARGET_PATHS[t].startswith("mlp.")]
+        s = self.settings
+        ffn = [t for t in s.targets if TARGET_PATHS[t].startswith("mlp.")]
         if ffn and getattr(getattr(model, "cfg", None), "is_moe", False):
             return [f"LoRA adapters on a mixture of experts' FFN ({', '.join(ffn)}) are not implemented; keep "
                     "techniques.lora.targets to the attention projections (q_proj, k_proj, v_proj, o_proj)."]
-        targeted = _targeted(model, self.targets)
+        targeted = _targeted(model, s.targets)
         if not targeted:
-            return [f"techniques.lora.targets {', '.join(self.targets)} match no Linear of this model."]
+            return [f"techniques.lora.targets {', '.join(s.targets)} match no Linear of this model."]
         for name, linear in targeted:
             if parametrize.is_parametrized(linear, "weight"):
                 return [
@@ -114,9 +81,9 @@ class Lora(Technique):
                 ]
             if linear.bias is not None:
                 return [f"LoRA here adapts bias-free Linears, and {name} has a bias."]
-            if self.rank > min(linear.weight.shape):
+            if s.rank > min(linear.weight.shape):
                 return [
-                    f"techniques.lora.rank={self.rank} exceeds the smaller side of {name}.weight "
+                    f"techniques.lora.rank={s.rank} exceeds the smaller side of {name}.weight "
                     f"{tuple(linear.weight.shape)}; use a rank of at most {min(linear.weight.shape)}."
                 ]
         return []
@@ -129,14 +96,15 @@ class Lora(Technique):
             raise ValueError(problems[0])
         for param in model.parameters():
             param.requires_grad_(False)
-        generator = torch.Generator().manual_seed(self.seed)  # A's draws are the same for a seed, on any device
-        for _, linear in _targeted(model, self.targets):
-            attach(linear, self.rank, float(self.alpha), self.variant, generator)
+        s = self.settings
+        generator = torch.Generator().manual_seed(s.seed)  # A's draws are the same for a seed, on any device
+        for _, linear in _targeted(model, s.targets):
+            attach(linear, s.rank, float(s.alpha), s.variant, generator)
         return model
 
     def edit_param_groups(self, groups: list[GroupSpec]) -> None:
         """The adapter factors' groups take no weight decay unless techniques.lora.decay=true."""
-        if self.decay:
+        if self.settings.decay:
             return
         for group in groups:
             if group.family.startswith(ADAPTER_FAMILY_PREFIX) and group.decayed:
@@ -146,12 +114,13 @@ class Lora(Technique):
         return merge(model)
 
     def tags(self) -> dict[str, str]:
+        s = self.settings
         return {
-            "lora.variant": self.variant,
-            "lora.rank": str(self.rank),
-            "lora.alpha": str(self.alpha),
-            "lora.scaling": f"{scaling_of(self.variant, self.rank, float(self.alpha)):.6g}",
-            "lora.targets": ",".join(self.targets),
-            "lora.decay": str(self.decay).lower(),
+            "lora.variant": s.variant,
+            "lora.rank": str(s.rank),
+            "lora.alpha": str(s.alpha),
+            "lora.scaling": f"{scaling_of(s.variant, s.rank, float(s.alpha)):.6g}",
+            "lora.targets": ",".join(s.targets),
+            "lora.decay": str(s.decay).lower(),
             "fidelity.lora.decay": "assumed",
         }

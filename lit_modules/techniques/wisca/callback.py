@@ -10,15 +10,14 @@ from torch import nn
 
 from lit_modules.techniques.wisca.opt_state import apply_opt_state_policy
 from lit_modules.techniques.wisca.rescales import Rescale
+from lit_modules.techniques.wisca.settings import WiscaSettings
 
 
 class WiscaSchedule(Protocol):
     """What the hook reads from the technique (`technique.Wisca` is one): when to transition and how."""
 
-    at_init: bool
+    settings: WiscaSettings  # at_init, every_n_steps, opt_state
     init_metrics: dict[str, float]
-    every_n_steps: int
-    opt_state: str
 
     def transition(self, model: nn.Module) -> tuple[list[Rescale], dict[str, float]]: ...
 
@@ -44,12 +43,12 @@ class WiscaTransitions(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # A fresh run reports the at-init transition; a resumed one restored its count from the checkpoint.
-        if trainer.global_step == 0 and self.technique.at_init:
+        if trainer.global_step == 0 and self.technique.settings.at_init:
             self.transitions = 1
             self._log(trainer, self.technique.init_metrics, step=0)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
-        n, step = self.technique.every_n_steps, trainer.global_step
+        n, step = self.technique.settings.every_n_steps, trainer.global_step
         # With gradient accumulation this hook runs per micro-batch; only the first one at a step counts.
         if n <= 0 or step == 0 or step % n != 0 or step == self.last_step:
             return
@@ -58,6 +57,6 @@ class WiscaTransitions(L.Callback):
         with torch.no_grad():
             rescales, metrics = self.technique.transition(model)
             for optimizer in trainer.optimizers:
-                apply_opt_state_policy(optimizer, rescales, self.technique.opt_state)
+                apply_opt_state_policy(optimizer, rescales, self.technique.settings.opt_state)
         self.transitions += 1
         self._log(trainer, metrics, step=step - 1)

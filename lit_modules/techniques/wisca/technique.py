@@ -34,11 +34,8 @@ from torch import nn
 
 from lit_modules.techniques.base import Technique
 from lit_modules.config.technique_context import TechniqueContext
-from lit_modules.techniques.registry import register
 from lit_modules.techniques.scalable_weight import scaling_problem
 from lit_modules.techniques.wisca.rescales import (
-    CHANNEL_REDUCES,
-    GRANULARITIES,
     Rescale,
     apply_rescales,
     plan_qk,
@@ -46,14 +43,13 @@ from lit_modules.techniques.wisca.rescales import (
     scaled_projections,
 )
 from lit_modules.techniques.wisca.lora_rescales import has_adapters, plan_lora_model
-from lit_modules.techniques.wisca.opt_state import OPT_STATE_POLICIES
+from lit_modules.techniques.wisca.settings import PAPER_PERIOD, WiscaSettings
 
 if TYPE_CHECKING:  # Lightning loads when the transitions callback is built, not when validation asks
     import lightning as L
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 QK_NORM_NAMES = ("q_norm", "k_norm")
-PAPER_PERIOD = 250
 
 
 def structure_problems(model: nn.Module, qk: bool, scaled: Sequence[tuple[str, str, str]] = ()) -> list[str]:
@@ -111,64 +107,34 @@ def _broadcast_from_rank0(rescales: list[Rescale]) -> list[Rescale]:
     return out
 
 
-@register("wisca")
 class Wisca(Technique):
+    Settings = WiscaSettings
+    settings: WiscaSettings
 
-    def __init__(
-        self,
-        qk: bool = True,
-        vo: bool = True,
-        qk_granularity: str = "tensor",
-        vo_granularity: str = "tensor",
-        every_n_steps: int = PAPER_PERIOD,
-        at_init: bool = False,
-        opt_state: str = "keep",
-        channel_reduce: str = "sum",
-        lora: bool = False,
-        lora_granularity: str = "tensor",
-    ):
-        self.qk = bool(qk)
-        self.vo = bool(vo)
-        self.qk_granularity = qk_granularity
-        self.vo_granularity = vo_granularity
-        self.every_n_steps = int(every_n_steps)
-        self.at_init = bool(at_init)
-        self.opt_state = opt_state
-        self.channel_reduce = channel_reduce
-        self.lora = bool(lora)
-        self.lora_granularity = lora_granularity
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
         self.init_metrics: dict[str, float] = {}  # filled by transform_model when at_init
 
     # ------------------------------------------------------------------ validation
 
     def knob_problems(self) -> list[str]:
-        knob = "techniques.wisca"
-        p = []
-        if not (self.qk or self.vo or self.lora):
+        """Its settings' own checks, then the combinations that would do nothing or cannot be done."""
+        knob, s = "techniques.wisca", self.settings
+        p = self.settings_problems()
+        # `is` comparisons: a setting its type refused (a word for a flag) is not read as true or false here.
+        if s.qk is False and s.vo is False and s.lora is False:
             p.append(f"WISCA with {knob}.qk=false, vo=false and lora=false rescales nothing; enable one of them.")
-        if self.lora and self.at_init:
+        if s.lora is True and s.at_init is True:
             p.append(
                 f"{knob}.at_init=true transitions before LoRA's adapters exist (they attach once the starting "
                 f"weights are loaded); with {knob}.lora=true use at_init=false and every_n_steps."
             )
-        choices = {
-            "qk_granularity": GRANULARITIES,
-            "vo_granularity": GRANULARITIES,
-            "lora_granularity": GRANULARITIES,
-            "opt_state": OPT_STATE_POLICIES,
-            "channel_reduce": CHANNEL_REDUCES,
-        }
-        for key, allowed in choices.items():
-            value = getattr(self, key)
-            if value not in allowed:
-                p.append(f"{knob}.{key} must be one of {', '.join(allowed)}, not '{value}'.")
-        if self.every_n_steps < 0:
-            p.append(f"{knob}.every_n_steps must be >= 0 (0 = never periodic), not {self.every_n_steps}.")
-        elif self.every_n_steps == 0 and not self.at_init:
+        if s.every_n_steps == 0 and s.at_init is False:
             p.append(f"WISCA with {knob}.every_n_steps=0 and at_init=false never runs; enable one of them.")
         return p
 
     def problems(self, cfg: Any, context: TechniqueContext | None = None) -> list[str]:
+        s = self.settings
         knob = "techniques.wisca"
         p = self.knob_problems()
         trainer = cfg.get("trainer") or {}
@@ -182,17 +148,20 @@ class Wisca(Technique):
                 "has no fp32 master copy; use bf16-mixed."
             )
         optim = cfg.get("optim") or {}
-        if optim.get("name") == "adam_mini" and self.opt_state != "keep":
+        if optim.get("name") == "adam_mini" and s.opt_state != "keep":
             p.append(
-                f"{knob}.opt_state={self.opt_state} has no rule for Adam-mini's per-block second moments (one "
+                f"{knob}.opt_state={s.opt_state} has no rule for Adam-mini's per-block second moments (one "
                 f"value shared by rows a channel-level factor scales differently); use {knob}.opt_state=keep."
             )
         # Exactness is a property of the model as trained, whenever a transition runs: an at-init transition
-        # scales raw weights before the PC layer is attached, which is the same as scaling them after.
+        # scales raw weights before the PC layer is attached, which is the same as scaling them after. Asked
+        # only of settings that passed their own checks (a granularity they refused plans nothing).
+        if self.settings_problems():
+            return p
         model = (context or TechniqueContext.of(cfg)).model_as_trained(without=self.name)
         if model is not None:
-            p += structure_problems(model, self.qk, self.scaled_weights())
-            if self.lora and not has_adapters(model):
+            p += structure_problems(model, s.qk, self.scaled_weights())
+            if s.lora and not has_adapters(model):
                 p.append(
                     "techniques.wisca.lora=true balances LoRA adapters, and this run has none; add lora=lora "
                     "(or rslora, pissa) or set techniques.wisca.lora=false."
@@ -201,35 +170,37 @@ class Wisca(Technique):
 
     def scaled_weights(self) -> list[tuple[str, str, str]]:
         """(pair, projection, kind of factor) for every weight a transition multiplies."""
-        pairs = [("qk", self.qk_granularity)] * self.qk + [("vo", self.vo_granularity)] * self.vo
+        s = self.settings
+        pairs = [("qk", s.qk_granularity)] * s.qk + [("vo", s.vo_granularity)] * s.vo
         return [(pair, proj, kind) for pair, g in pairs for proj, kind in scaled_projections(pair, g)]
 
     # ------------------------------------------------------------------ the transition
 
     def transition(self, model: nn.Module) -> tuple[list[Rescale], dict[str, float]]:
         """Rescale every layer in place; returns the rescales and per-layer metrics measured before them."""
-        problems = structure_problems(model, self.qk, self.scaled_weights())
+        s = self.settings
+        problems = structure_problems(model, s.qk, self.scaled_weights())
         if problems:
             raise ValueError(problems[0])
         rescales: list[Rescale] = []
         metrics: dict[str, float] = {}
-        for i, layer in enumerate(model.layers if self.qk or self.vo else ()):
+        for i, layer in enumerate(model.layers if s.qk or s.vo else ()):
             attn = layer.attn
             layer_rescales: list[Rescale] = []
-            if self.qk:
-                r, stats = plan_qk(attn, self.qk_granularity, self.channel_reduce)
+            if s.qk:
+                r, stats = plan_qk(attn, s.qk_granularity, s.channel_reduce)
                 layer_rescales += r
                 metrics.update({f"wisca/layer{i}/{k}": v for k, v in stats.items()})
-            if self.vo:
-                r, stats = plan_vo(attn, self.vo_granularity, self.channel_reduce)
+            if s.vo:
+                r, stats = plan_vo(attn, s.vo_granularity, s.channel_reduce)
                 layer_rescales += r
                 metrics.update({f"wisca/layer{i}/{k}": v for k, v in stats.items()})
             gate = getattr(attn, "gate_proj", None)
             # The output gate is a separate Linear; scaling it would change sigmoid(gate), so it never is.
             assert gate is None or all(r.param is not gate.weight for r in layer_rescales), "gate rescaled"
             rescales += layer_rescales
-        if self.lora:
-            lora_rescales, lora_metrics = plan_lora_model(model, self.lora_granularity)
+        if s.lora:
+            lora_rescales, lora_metrics = plan_lora_model(model, s.lora_granularity)
             rescales += lora_rescales
             metrics.update(lora_metrics)
         rescales = _broadcast_from_rank0(rescales)
@@ -239,7 +210,7 @@ class Wisca(Technique):
     # ------------------------------------------------------------------ hooks
 
     def transform_model(self, model: nn.Module) -> nn.Module:
-        if self.at_init:
+        if self.settings.at_init:
             _, self.init_metrics = self.transition(model)
         return model
 
@@ -249,29 +220,30 @@ class Wisca(Technique):
         return [WiscaTransitions(self)]
 
     def tags(self) -> dict[str, str]:
+        s = self.settings
         tags = {
-            "wisca.qk": str(self.qk).lower(),
-            "wisca.vo": str(self.vo).lower(),
-            "wisca.qk_granularity": self.qk_granularity if self.qk else "off",
-            "wisca.vo_granularity": self.vo_granularity if self.vo else "off",
-            "wisca.every_n_steps": str(self.every_n_steps),
-            "wisca.at_init": str(self.at_init).lower(),
-            "wisca.opt_state": self.opt_state,
+            "wisca.qk": str(s.qk).lower(),
+            "wisca.vo": str(s.vo).lower(),
+            "wisca.qk_granularity": s.qk_granularity if s.qk else "off",
+            "wisca.vo_granularity": s.vo_granularity if s.vo else "off",
+            "wisca.every_n_steps": str(s.every_n_steps),
+            "wisca.at_init": str(s.at_init).lower(),
+            "wisca.opt_state": s.opt_state,
             # No source says what the authors did with the optimizer state.
             "fidelity.wisca.opt_state": "assumed",
         }
-        if self.lora:
-            tags["wisca.lora_granularity"] = self.lora_granularity
+        if s.lora:
+            tags["wisca.lora_granularity"] = s.lora_granularity
             # papers.md: WISCA helps LoRA, the mechanism is UNCONFIRMED; A/B balancing is its candidate (i).
             tags["fidelity.wisca.lora"] = "assumed"
-        if self.every_n_steps not in (0, PAPER_PERIOD):
+        if s.every_n_steps not in (0, PAPER_PERIOD):
             tags["fidelity.wisca.every_n_steps"] = f"deviates (paper: {PAPER_PERIOD})"
-        if self.every_n_steps > 0 and not self.at_init:
+        if s.every_n_steps > 0 and not s.at_init:
             # Whether the periodic variant also transitions at step 0 is not stated; we assume not.
             tags["fidelity.wisca.periodic_skips_init"] = "assumed"
-        qk_channel = self.qk and self.qk_granularity == "channel"
-        if qk_channel or (self.vo and self.vo_granularity == "channel"):
-            tags["wisca.channel_reduce"] = self.channel_reduce
+        qk_channel = s.qk and s.qk_granularity == "channel"
+        if qk_channel or (s.vo and s.vo_granularity == "channel"):
+            tags["wisca.channel_reduce"] = s.channel_reduce
             tags["fidelity.wisca.channel_formula"] = "unconfirmed"
             tags["fidelity.wisca.channel_reduce"] = "unconfirmed"
         return tags

@@ -10,33 +10,23 @@ spikes) is measured by the `logit_normalizer` diagnostic, which every arm can lo
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from lit_modules.techniques.base import Technique
-from lit_modules.techniques.registry import register
 from lit_modules.techniques.z_loss.normalizer import z_loss
+from lit_modules.techniques.z_loss.settings import PAPER_COEF, ZLossSettings
 
-PAPER_COEF = 1e-4
 
-
-@register("z_loss")
 class ZLoss(Technique):
-    def __init__(self, coef: float = PAPER_COEF):
-        self.coef = coef  # checked in problems(), before any compute
-
-    def problems(self, cfg=None, context=None) -> list[str]:
-        coef = self.coef
-        if isinstance(coef, bool) or not isinstance(coef, (int, float)) or not math.isfinite(coef) or coef < 0:
-            return [f"techniques.z_loss.coef must be a finite number >= 0, not {coef!r}."]
-        return []
+    Settings = ZLossSettings
+    settings: ZLossSettings  # its one check (a finite coef >= 0) is the setting's type: the base's problems()
 
     def loss_terms(self, logits: torch.Tensor, batch: tuple[torch.Tensor, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {"z_loss": z_loss(logits, batch[1], float(self.coef))}
+        return {"z_loss": z_loss(logits, batch[1], float(self.settings.coef))}
 
     def tags(self) -> dict[str, str]:
-        tags = {"z_loss.coef": f"{self.coef:g}"}
-        if self.coef != PAPER_COEF:
+        coef = self.settings.coef
+        tags = {"z_loss.coef": f"{coef:g}"}
+        if coef != PAPER_COEF:
             tags["fidelity.z_loss.coef"] = f"deviates (paper: {PAPER_COEF:g})"
         return tags

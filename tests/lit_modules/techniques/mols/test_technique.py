@@ -24,8 +24,9 @@ def technique(overrides: list[str]) -> MoLS:
 
 def test_snr_option_builds_with_warmup_wired_from_the_schedule():
     t = technique([*SHORT, "mols=snr"])
-    assert t.mode == "snr" and t.base_group == "vo" and t.estimator == "per_coord" and t.ramp == "linear"
-    assert t.warmup_fraction == 0.1 and t.warmup_steps is None
+    s = t.settings
+    assert s.mode == "snr" and s.base_group == "vo" and s.estimator == "per_coord" and s.ramp == "linear"
+    assert s.warmup_fraction == 0.1 and s.warmup_steps is None
     validate(compose_run_config([*SHORT, "mols=snr"]))
 
 
@@ -38,8 +39,8 @@ def test_manual_scales_are_overridable_per_group():
             "techniques.mols.manual_scales.head=0.5",
         ]
     )
-    assert t.mode == "manual"
-    assert t.manual_scales == {"emb": 1.0, "qk": 2.5, "vo": 1.0, "mlp": 1.0, "head": 0.5}
+    assert t.settings.mode == "manual"
+    assert t.manual_scales() == {"emb": 1.0, "qk": 2.5, "vo": 1.0, "mlp": 1.0, "head": 0.5}
     assert set(t.callback().alpha) == {"emb", "qk", "vo", "mlp", "head"}
 
 
@@ -50,7 +51,7 @@ def test_sweep_space_keys_reach_the_technique():
     validate(cfg)
     t = instantiate(cfg.techniques.mols)
     for key, value in sampled.items():
-        assert t.manual_scales[key.rsplit(".", 1)[1]] == value
+        assert t.manual_scales()[key.rsplit(".", 1)[1]] == value
     assert cfg.schedule.warmup_fraction == 0.1 and cfg.model.name == "small"
 
 
@@ -104,7 +105,7 @@ def test_estimate_after_warmup_is_refused():
         ("techniques.mols.extra_micro_batches=1", "at least 2"),
         ("techniques.mols.base_group=norm", "base_group 'norm' is not one of the scaled groups"),
         ("techniques.mols.clip_min=0", "clip_min must be positive"),
-        ("techniques.mols.modules=[emb,ffn]", "unknown: ffn"),
+        ("techniques.mols.modules=[emb,ffn]", "Unknown techniques.mols.modules ffn"),
     ],
 )
 def test_bad_knobs_are_refused(override, fragment):
