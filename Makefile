@@ -129,7 +129,7 @@ bench: setup ## speed ratios and the CPU's FLOP limit: medians, 95% intervals ov
 	@# A noisy row under --strict (exit 1) still lets the sweep rows run; any other failure stops.
 	$(PY) -m lit_modules.bench $(ARGS); rc=$$?; [ $$rc -le 1 ] && $(PY) -m sweeps.bench $(ARGS) && exit $$rc
 
-gpu-check: setup ## one GPU, <= 8 min: GPT-2-124M bf16+compile tokens/s, MFU, resume, PC/WISCA -> bench_results/gpu.json
+gpu-check: setup ## one GPU, <= 9 min: MFU, profile, resume, PC/WISCA/MoLS ratios, PC vs baseline, packed cells -> results/gpu_check/<gpu>.json
 	$(PY) -m lit_modules.bench.gpu_check $(ARGS)
 
 mlflow-ui: setup ## browse runs at http://127.0.0.1:5000 (Ctrl-C or SIGTERM stops the server and its workers)

@@ -8,6 +8,7 @@ cells: grid x tuning seeds; a fine-tune rate grid's bases: one per tuning seed) 
 (lit_modules/plan); a cell costs its plan's GPU-hours, an arm that many times its seeds. The below and scale
 stages are left out: their rungs (0.25x, 0.5x, 4x) are CPU models, and at GPU scale the recipe sizes are the ladder. Nothing is trained,
 no store is touched. Prints two markdown tables: each recipe's plan, and each protocol's GPU-hours.
+mfu=0.4 is the planner's assumption (plan.mfu), to be replaced by the figure `make gpu-check` measures.
 """
 
 from __future__ import annotations

@@ -86,7 +86,9 @@ class PlanConfig:
     """What a dry run of a GPU config assumes (lit_modules/plan/): which GPU, and how well it is used."""
 
     gpu: str = "h100"  # a100 | a100_40gb | h100 | h200 (lit_modules/plan/devices.py)
-    mfu: float = 0.4  # model FLOPs utilization the ETA assumes; `make gpu-check` measures a GPU's own
+    # Model FLOPs utilization the ETA assumes: an assumption, to be replaced by the figure `make gpu-check` measures
+    # (results/gpu_check/<gpu>.json); not changed without such a measurement.
+    mfu: float = 0.4
 
 
 @dataclass

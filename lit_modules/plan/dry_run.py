@@ -130,8 +130,8 @@ def _gpu_lines(cfg: DictConfig, plan: GpuPlan) -> list[str]:
         eta = [f"ETA          ~{hours:,.1f} h on {where} ({peak:.0f} TFLOP/s dense bf16 each) at {plan.mfu:.0%} MFU"
                f" = {hours * world:,.1f} GPU-hours; with activation checkpointing ~{hours_ckpt:,.1f} h"
                f" ({hours_ckpt * world:,.1f} GPU-hours)",
-               f"{PAD}MFU {plan.mfu:.0%} is an assumption (plan.mfu; `make gpu-check` measures one GPU's); validation,"
-               " evaluation and techniques' own compute are not counted"]
+               f"{PAD}MFU {plan.mfu:.0%} is an assumption (plan.mfu; to be replaced by the figure `make gpu-check`"
+               " measures); validation, evaluation and techniques' own compute are not counted"]
     rows = [f"memory       {plan.chosen.memory.describe()}",
             f"{PAD}per {g.label} ({g.memory_bytes / GIB:.1f} GiB; a plan fits within {USABLE:.0%} ="
             f" {plan.usable / GIB:.1f} GiB), GiB; formulas in lit_modules/config/memory.py:",
