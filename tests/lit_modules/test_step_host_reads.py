@@ -15,11 +15,9 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from lit_modules.build import build_data, build_model, build_module, run_step_callbacks
+from lit_modules.bench.steps import _lightning_fit
+from lit_modules.build import build_data
 from lit_modules.callbacks.divergence import DivergenceGuard
-from lit_modules.config.composition import compose_run_config
-from lit_modules.config.validate import validated
-from lit_modules.hook_profiler import NoProfiler
 
 READS = ("item", "tolist", "__float__", "__int__", "__bool__", "cpu", "numpy")
 WATCHED = (str(Path(L.__file__).parent), str(Path(build_data.__code__.co_filename).parent))  # Lightning, lit_modules
@@ -37,17 +35,6 @@ class _Batch(L.Callback):
 
 
 def test_only_logging_steps_read_a_tensor_on_the_host(monkeypatch, tmp_path: Path) -> None:
-    checked = validated(compose_run_config([
-        "regime=steps", f"trainer.max_steps={STEPS}", f"trainer.log_every_n_steps={EVERY}", "data.seq_len=32",
-        "data.batch_size=4", f"runs_dir={tmp_path}"]))
-    cfg, budget = checked.config, checked.budget
-    data = build_data(cfg)
-    model, _ = build_model(cfg, [])
-    module = build_module(cfg, model, [], budget, None)
-    callbacks = run_step_callbacks(cfg, budget)
-    for callback in callbacks:
-        if isinstance(callback, DivergenceGuard):
-            callback.deferred = True  # what an accelerator gets: losses read together on logging steps
     batch = _Batch()
     reads: dict[int, list[str]] = {}
 
@@ -62,16 +49,19 @@ def test_only_logging_steps_read_a_tensor_on_the_host(monkeypatch, tmp_path: Pat
 
         return read
 
-    trainer = L.Trainer(
-        accelerator="cpu", devices=1, max_steps=budget.steps, max_epochs=-1, limit_val_batches=0,
-        num_sanity_val_steps=0, log_every_n_steps=EVERY, logger=L.pytorch.loggers.CSVLogger(tmp_path),
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        profiler=NoProfiler(), callbacks=[*callbacks, batch], **module.trainer_flags(),
-    )
-    for name in READS:
-        monkeypatch.setattr(torch.Tensor, name, recording(name))
-    trainer.fit(module, datamodule=data.datamodule)
-    monkeypatch.undo()
+    def prepare(module, callbacks: list) -> None:  # the bench's real fit (bench/steps.py), as on an accelerator
+        for callback in callbacks:
+            if isinstance(callback, DivergenceGuard):
+                callback.deferred = True  # losses read together on logging steps, as off the CPU
+        callbacks.append(batch)
+        for name in READS:
+            monkeypatch.setattr(torch.Tensor, name, recording(name))
+
+    try:
+        _lightning_fit(["data.seq_len=32", "data.batch_size=4", f"trainer.log_every_n_steps={EVERY}",
+                        f"runs_dir={tmp_path}"], STEPS, 0, wrap=prepare)
+    finally:
+        monkeypatch.undo()
 
     logging = {k for k in range(STEPS) if (k + 1) % EVERY == 0}  # the batches whose step the logger writes
     assert set(reads) - logging == set(), {k: v for k, v in reads.items() if k not in logging}
