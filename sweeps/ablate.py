@@ -148,6 +148,7 @@ def read_grid(grid: Grid) -> None:
 def validate_cells(grid: Grid) -> str:
     """Every arm, at every value of a swept override, must compose and validate before anything runs, and
     each of them name a cell of its own (grid.cell_arms); returns the MLflow experiment name."""
+    placement.adopt_words(grid)  # a grid made as data carries cells_per_device=/devices_per_cell= among its overrides
     fixed, swept = sweep_forms(grid.overrides)
     name, cell_of = "", {}
     for arm in grid.arms:

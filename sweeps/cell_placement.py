@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from lit_modules.config.arguments import POSITIVE_INT, Arg
+from lit_modules.config.arguments import HYDRA, POSITIVE_INT, Arg, Verb, parse_words
 from lit_modules.config.errors import ConfigError
 from lit_modules.distributed.ranks import Ranks
 
@@ -42,6 +42,18 @@ def multi_device_overrides(devices_per_cell: int | None, overrides: list[str]) -
         return []
     fsdp = any(o.lstrip("+") in FSDP_WORDS for o in overrides)
     return [f"trainer.devices={n}", "trainer.num_nodes=1", *([] if fsdp else ["trainer.strategy=ddp"])]
+
+
+def adopt_words(grid: Any) -> None:
+    """`cells_per_device=` / `devices_per_cell=` given among a grid's run overrides (a grid made as data, as the
+    evidence driver makes its grids, carries its command's words there): set on the grid and taken out, the
+    multi-device overrides added. Nothing happens to a grid without them."""
+    words = parse_words(grid.overrides, Verb("ablate", ARGS, rest=HYDRA))
+    if not words.given:
+        return
+    grid.cells_per_device = words["cells_per_device"] or grid.cells_per_device
+    grid.devices_per_cell = words["devices_per_cell"] or grid.devices_per_cell
+    grid.overrides = [*words.rest, *multi_device_overrides(grid.devices_per_cell, words.rest)]
 
 
 def cell_ranks(grid: Any) -> Ranks | None:

@@ -128,3 +128,18 @@ def test_a_cell_wider_than_the_machine_is_refused(monkeypatch) -> None:
     assert placement_problem(wide, gpu_cells=True) == "devices_per_cell=8 needs 8 GPUs for one cell, and this machine shows 2."
     assert placement_problem(Grid(experiment="smoke", arms=["a"], seeds=["0"], devices_per_cell=2), gpu_cells=True) is None
     assert placement_problem(wide, gpu_cells=False) is None  # CPU ranks share the CPU
+
+
+def test_a_grid_made_as_data_takes_its_placement_from_its_overrides() -> None:
+    """The evidence driver hands the ablation driver grids it made, with its command's words as run overrides."""
+    from sweeps.ablate import validate_cells
+
+    grid = Grid(experiment="smoke", arms=["smoke/baseline"], seeds=["0"],
+                overrides=["cells_per_device=2", "devices_per_cell=2", "trainer.max_steps=5"])
+    validate_cells(grid)
+    assert (grid.cells_per_device, grid.devices_per_cell) == (2, 2)
+    assert grid.overrides == ["trainer.max_steps=5", "trainer.devices=2", "trainer.num_nodes=1", "trainer.strategy=ddp"]
+    assert grid.first_config.trainer.devices == 2
+    plain = Grid(experiment="smoke", arms=["smoke/baseline"], seeds=["0"], overrides=["trainer.max_steps=5"])
+    validate_cells(plain)
+    assert plain.overrides == ["trainer.max_steps=5"] and plain.cells_per_device is None
