@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import lightning as L
 import torch
@@ -114,9 +114,13 @@ def build_module(
         grad_norm_every=cfg.trainer.log_every_n_steps,
         bytes_per_token=bytes_per_token,
         loss_terms=[t.loss_terms for t in techniques if t.has_loss_terms()],
-        accumulate_grad_batches=cfg.trainer.accumulate_grad_batches,
-        grad_clip=cfg.optim.grad_clip,
     )
+
+
+def optimizer_step_flags(cfg: DictConfig) -> dict[str, Any]:
+    """The Trainer arguments of Lightning's optimizer step: clipping by norm and gradient accumulation."""
+    return {"gradient_clip_val": cfg.optim.grad_clip or None,
+            "accumulate_grad_batches": cfg.trainer.accumulate_grad_batches}
 
 
 def run_step_callbacks(cfg: DictConfig, budget: Budget) -> list[L.Callback]:
@@ -149,8 +153,7 @@ def build_callbacks(
     return callbacks
 
 
-def build_trainer(cfg: DictConfig, budget: Budget, callbacks: list[L.Callback], logger, root_dir: Path,
-                  module: CausalLMModule) -> L.Trainer:
+def build_trainer(cfg: DictConfig, budget: Budget, callbacks: list[L.Callback], logger, root_dir: Path) -> L.Trainer:
     t = cfg.trainer
     return L.Trainer(
         accelerator=t.accelerator,
@@ -164,7 +167,7 @@ def build_trainer(cfg: DictConfig, budget: Budget, callbacks: list[L.Callback], 
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
         log_every_n_steps=t.log_every_n_steps,
-        **module.trainer_flags(),  # clipping and accumulation, where Lightning's loop does them
+        **optimizer_step_flags(cfg),
         logger=logger,
         callbacks=callbacks,
         enable_checkpointing=False,

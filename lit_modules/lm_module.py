@@ -5,25 +5,21 @@ editors, callbacks and loss terms, all assembled in `build.py`. A loss term (nam
 step's logits and batch) is added to the training objective and logged as `train/<name>`; `train/loss` and
 `val/loss` stay the plain next-token loss, comparable between runs with and without a term.
 
-When every batch is a whole optimizer step (no accumulation), the module steps the optimizer itself
-(Lightning's manual optimization), calling the hooks Lightning's automatic loop calls in its order, except
-that gradients are released before the forward instead of after it: the automatic loop's closure and
-precision layers cost ~0.3 ms of Python a step, 1 % of a CPU step of `tiny` (`make bench`,
-lightning_vs_plain). With accumulation Lightning's automatic loop steps, since in manual mode its logger
-would count micro-batches as steps. Both train identically (tests/lit_modules/test_module_steps_optimizer.py;
-the golden histories hold cases of each).
+A training step is Lightning's automatic optimization: `training_step` returns what the optimizer minimizes,
+and Lightning does the rest in this order: zero the gradients, backward, `on_before_optimizer_step` (the
+callbacks', then this module's grad norm), clip (`configure_gradient_clipping`), step the optimizer, step
+the scheduler (`configure_optimizers`, interval "step"). Clipping and gradient accumulation are the
+Trainer's `gradient_clip_val` and `accumulate_grad_batches` (`build.optimizer_step_flags`).
 """
 
 from __future__ import annotations
 
-import copy
 import math
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import lightning as L
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.trainer import call
 from torch import nn
 
 from lit_modules.distributed.fsdp_clip import clip_sharded_grad_norm
@@ -32,10 +28,6 @@ OptimizerFactory = Callable[[nn.Module], torch.optim.Optimizer]
 ScheduleFactory = Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LRScheduler]
 Batch = tuple[torch.Tensor, torch.Tensor]
 LossTerms = Callable[[torch.Tensor, Batch], dict[str, torch.Tensor]]  # (logits, batch) -> name -> scalar
-
-# Set by Lightning around every hook it calls (~45 times a step): kept out of nn.Module.__setattr__, whose
-# Parameter/Module/buffer checks cost more than the hooks themselves on a small model.
-_HOOK_BOOKKEEPING = "_current_fx_name"
 
 
 class CausalLMModule(L.LightningModule):
@@ -47,8 +39,6 @@ class CausalLMModule(L.LightningModule):
         grad_norm_every: int = 10,
         bytes_per_token: float | None = None,
         loss_terms: Sequence[LossTerms] = (),
-        accumulate_grad_batches: int = 1,
-        grad_clip: float | None = None,
     ):
         super().__init__()
         self.model = model
@@ -58,23 +48,6 @@ class CausalLMModule(L.LightningModule):
         self._loss_terms = list(loss_terms)
         # bits per byte compares runs with different tokenizers; nats per token does not.
         self._bpb_factor = 1.0 / (math.log(2) * bytes_per_token) if bytes_per_token else None
-        # Lightning's automatic loop is told of accumulation and clipping by the Trainer (`trainer_flags`).
-        self._accumulate = accumulate_grad_batches
-        self.automatic_optimization = accumulate_grad_batches > 1  # see the module's docstring
-        self._grad_clip = grad_clip or None
-
-    def trainer_flags(self) -> dict[str, Any]:
-        """The Trainer arguments of clipping and accumulation: Lightning's automatic loop needs them, and refuses
-        them in manual optimization (this module clips in `on_before_optimizer_step` instead)."""
-        if not self.automatic_optimization:
-            return {}
-        return {"gradient_clip_val": self._grad_clip, "accumulate_grad_batches": self._accumulate}
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == _HOOK_BOOKKEEPING:
-            object.__setattr__(self, name, value)
-        else:
-            super().__setattr__(name, value)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.model(idx)
@@ -106,9 +79,7 @@ class CausalLMModule(L.LightningModule):
             return loss, loss, {}
         return loss + sum(terms.values()), loss, terms
 
-    def training_step(self, batch, batch_idx: int) -> torch.Tensor:
-        if not self.automatic_optimization:
-            self._zero_grad(batch_idx)
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         objective, loss, terms = self.training_objective(batch)
         # Only on the steps the logger writes: self.log costs a little on every call, which shows on small models.
         if (self.trainer.global_step + 1) % self.trainer.log_every_n_steps == 0:
@@ -118,24 +89,9 @@ class CausalLMModule(L.LightningModule):
             self.log("train/loss", loss, on_step=True, on_epoch=False, sync_dist=True)
             for name, value in terms.items():
                 self.log(f"train/{name}", value.detach(), on_step=True, on_epoch=False, sync_dist=True)
-        if self.automatic_optimization:
-            return objective
-        self.manual_backward(objective)  # on_before_backward, on_after_backward
-        self.optimizers().step()  # on_before_optimizer_step: the callbacks', then this module's (grad norm, clip)
-        for config in self.trainer.lr_scheduler_configs:  # interval "step", every step (configure_optimizers)
-            call._call_lightning_module_hook(self.trainer, "lr_scheduler_step", config.scheduler, None)
-        return objective.detach()
+        return objective
 
-    def _zero_grad(self, batch_idx: int) -> None:
-        """The hooks Lightning's automatic loop calls around zero_grad, before the forward rather than after it,
-        so the last step's gradients are not held through this step's activations."""
-        trainer = self.trainer
-        optimizer = trainer.optimizers[0]
-        call._call_callback_hooks(trainer, "on_before_zero_grad", optimizer)
-        call._call_lightning_module_hook(trainer, "on_before_zero_grad", optimizer)
-        call._call_lightning_module_hook(trainer, "optimizer_zero_grad", trainer.current_epoch, batch_idx, optimizer)
-
-    def validation_step(self, batch, batch_idx: int) -> None:
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
         loss = self._loss(batch)
         self.log("val/loss", loss, on_step=False, on_epoch=True, sync_dist=True, prog_bar=True)
         if self._bpb_factor is not None:
@@ -149,8 +105,6 @@ class CausalLMModule(L.LightningModule):
             if grads:
                 norm = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
                 self.log("train/grad_norm", norm, on_step=True, on_epoch=False)
-        if not self.automatic_optimization:  # where Lightning's automatic loop clips: after every hook, before the step
-            self.configure_gradient_clipping(optimizer, gradient_clip_val=self._grad_clip, gradient_clip_algorithm="norm")
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                                     gradient_clip_algorithm: str | None = None) -> None:
@@ -160,18 +114,6 @@ class CausalLMModule(L.LightningModule):
         if gradient_clip_val and norm and clip_sharded_grad_norm(self.trainer.strategy.model, gradient_clip_val):
             return
         super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        # Lightning counts optimizer steps in the loop that made them. A checkpoint of its automatic loop without
-        # accumulation (what every run wrote before this module stepped itself) would resume here at step 0:
-        # its count moves to the manual loop's, so the run continues at the step it was saved at.
-        if self.automatic_optimization:
-            return
-        loop = checkpoint.get("loops", {}).get("fit_loop", {})
-        automatic = loop.get("epoch_loop.automatic_optimization.optim_progress")
-        manual = loop.get("epoch_loop.manual_optimization.optim_step_progress")
-        if automatic and manual and manual["total"]["completed"] == 0:
-            loop["epoch_loop.manual_optimization.optim_step_progress"] = copy.deepcopy(automatic["optimizer"]["step"])
 
     def configure_optimizers(self):
         optimizer = self._optimizer_factory(self.model)

@@ -137,8 +137,8 @@ def run(
         callbacks = build_callbacks(cfg, budget, techniques, checkpoint_dir, record)
         if progress and ranks.is_zero:
             callbacks.append(LiveProgress(budget.steps, budget.tokens_per_step))
-        trainer = build_trainer(cfg, budget, [*callbacks, *extra_callbacks], MlflowRunLogger(uri, run_id), checkpoint_dir,
-                              module)
+        logger = MlflowRunLogger(uri, run_id)
+        trainer = build_trainer(cfg, budget, [*callbacks, *extra_callbacks], logger, checkpoint_dir)
         ckpt = str(resume_target.checkpoint) if resume_target else None
         trainer.fit(module, datamodule=data.datamodule, ckpt_path=ckpt, weights_only=True if ckpt else None)
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}

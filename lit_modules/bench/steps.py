@@ -21,10 +21,11 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.loggers.logger import Logger
 
-from lit_modules.build import build_data, build_model, build_module, run_step_callbacks
+from lit_modules.build import build_data, build_model, build_module, optimizer_step_flags, run_step_callbacks
 from lit_modules.config.budget import compute_budget
 from lit_modules.config.composition import compose_run_config
 from lit_modules.config.validate import Validated, validated
+from lit_modules.data.datamodule import EPOCHS_METRIC
 from lit_modules.hook_profiler import NoProfiler
 from lit_modules.runs import metric_names
 
@@ -126,7 +127,7 @@ def _lightning_fit(overrides: list[str], steps: int, warmup: int, wrap=None, hoo
         accelerator=cfg.trainer.accelerator, devices=1, precision=cfg.trainer.precision, max_steps=budget.steps,
         max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0, logger=MemoryLogger(),
         log_every_n_steps=cfg.trainer.log_every_n_steps, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, **module.trainer_flags(), profiler=NoProfiler(),
+        enable_model_summary=False, **optimizer_step_flags(cfg), profiler=NoProfiler(),
         # A workload is timed by its hook's blocks: no step timer beside it (the plain loop has none).
         callbacks=[*callbacks, *([timer] if hook is None else [_StepHook(hook)])],
     )
@@ -216,7 +217,10 @@ def plain_seconds_per_step(overrides: list[str], steps: int, warmup: int = 10, o
                 window_start = now
         if metrics:
             logger.log_metrics(metrics, step=step)
-    return (time.perf_counter() - start) / (budget.steps - warmup)
+    seconds = (time.perf_counter() - start) / (budget.steps - warmup)
+    # Once, when fitting ends (the datamodule's teardown in the Lightning path): outside the timed steps.
+    logger.log_metrics({EPOCHS_METRIC: data.datamodule.epochs_read(budget.steps)}, step=budget.steps - 1)
+    return seconds
 
 
 def _timed(function, clock: dict[str, float], key: str):
@@ -254,7 +258,7 @@ def callback_shares(overrides: list[str], steps: int, warmup: int = 10) -> dict[
                 if getattr(type(callback), hook) is not getattr(L.Callback, hook):
                     setattr(callback, hook, _timed(getattr(callback, hook), clock, name))
         module.log = _timed(module.log, clock, "module.log")
-        module.on_before_optimizer_step = _timed(module.on_before_optimizer_step, clock, "module.grad_norm_and_clip")
+        module.on_before_optimizer_step = _timed(module.on_before_optimizer_step, clock, "module.grad_norm")
         callbacks.insert(0, _ClockReset(clock, warmup))
 
     timer, _ = _lightning_fit(overrides, steps, warmup, wrap=wrap)

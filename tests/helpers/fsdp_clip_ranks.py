@@ -4,8 +4,9 @@
 
 Each rank wraps the platform's CausalLMModule in FSDP on the CPU (gloo; one unit per block, as
 distributed/strategy.py wraps it), attaches it to a real Lightning Trainer with the FSDP strategy, takes the
-gradient of its half of one batch, clips through the module's `configure_gradient_clipping` (what the training
-step calls), and rank 0 writes the clipped full gradients and the pre-clip norm to OUT.
+gradient of its half of one batch, clips through the module's `configure_gradient_clipping` (what Lightning's
+automatic optimization calls before each optimizer step), and rank 0 writes the clipped full gradients and
+the pre-clip norm to OUT.
 """
 
 from __future__ import annotations

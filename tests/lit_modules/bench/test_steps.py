@@ -40,7 +40,7 @@ def test_both_paths_log_the_same_keys_on_the_same_steps(monkeypatch):
 
 def test_callback_shares_cover_every_per_step_callback_and_the_module_logging():
     shares = callback_shares(SHORT, 10, warmup=5)
-    assert {"DivergenceGuard", "TokenProgress", "Throughput", "module.log", "module.grad_norm_and_clip"} <= set(shares)
+    assert {"DivergenceGuard", "TokenProgress", "Throughput", "module.log", "module.grad_norm"} <= set(shares)
     assert all(0 <= share < 1 for share in shares.values())
 
 
