@@ -162,6 +162,7 @@ def resolve_resume(cfg: DictConfig, client: MlflowClient | None, cli_overrides: 
     record = checkpoint.record()
     _refuse_if_trained_now(client, record["mlflow_run_id"])
     checkpoint.verify()  # before the run's status changes: a damaged checkpoint leaves it as it was
+    _refuse_manual_optimization_steps(checkpoint.path)
     stored = OmegaConf.merge(OmegaConf.structured(Config), record["config"])
     current = OmegaConf.to_container(cfg, resolve=True)
     # First, so that a group override (trainer=...) is compared without the settings that may change.
@@ -180,3 +181,25 @@ def resolve_resume(cfg: DictConfig, client: MlflowClient | None, cli_overrides: 
                 "so start a new run instead."
             )
     return ResumeTarget(checkpoint=checkpoint.path, run_id=record["mlflow_run_id"], config=stored)
+
+
+def _refuse_manual_optimization_steps(checkpoint: Path) -> None:
+    """An earlier training step stepped the optimizer itself (Lightning's manual optimization); Lightning counts
+    those steps apart from its automatic loop's, which would restart at step 0 on the restored weights, so such
+    a checkpoint is refused before anything changes."""
+    import torch
+
+    try:  # mmap: only the loop counters are read, not the weights
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # noqa: BLE001 - a foreign file with a matching checksum someone wrote
+        raise ConfigError(f"The checkpoint {checkpoint} matches its checksum but cannot be read as a training "
+                          f"checkpoint ({type(err).__name__}).") from err
+    # Lightning's checkpoint format: the fit loop's state, with each kind of optimization's progress counters.
+    fit_loop = state.get("loops", {}).get("fit_loop", {})
+    steps = fit_loop.get("epoch_loop.manual_optimization.optim_step_progress", {}).get("total", {}).get("completed")
+    if steps:
+        raise ConfigError(
+            f"The checkpoint {checkpoint} was written by an earlier version of the training step (Lightning's "
+            f"manual optimization, {steps} steps), which this version cannot continue; finish the run with the "
+            "commit in its git_commit tag, or train it again without resume=."
+        )
