@@ -24,7 +24,7 @@ def test_the_quick_bench_writes_every_single_process_row(tmp_path, capsys):
     assert set(written["noisy"]) <= set(details)
     for key in keys - {"pc_excess_over_math_tiny_level4"}:
         assert details[key]["clock"] == "thread" and details[key]["n"] >= 6 and details[key]["interval_95"]
-    assert details["lightning_speed_vs_plain"]["target"]["bound"] == 0.98
+    assert details["lightning_speed_vs_plain"]["target"]["bound"] == 0.96
     assert details["pc_merged_inference_vs_plain"]["target"]["op"] == "<="
     assert written["method"]["quick"] is True and written["machine"]["torch_threads"] == 1
     flops_row = next(r for r in written["rows"] if r["bench"] == "flops")
@@ -32,7 +32,7 @@ def test_the_quick_bench_writes_every_single_process_row(tmp_path, capsys):
     assert 0 < flops_row["where_the_step_goes"]["gemm_share"] <= 1
     assert next(r for r in written["rows"] if r["bench"] == "eval_adapter")["identical"] is True
     printed = capsys.readouterr().out
-    assert "95% interval" in printed and "thread" in printed and ">= 0.98" in printed
+    assert "95% interval" in printed and "thread" in printed and ">= 0.96" in printed
 
 
 def test_strict_fails_on_a_noisy_row(tmp_path, monkeypatch):
