@@ -10,17 +10,22 @@ from types import SimpleNamespace
 
 import pytest
 
-from hydra_plugins.llm_ablate_launchers.device_cells import Slot, slots
+from hydra_plugins.llm_ablate_launchers.device_cells import slots
 from sweeps.ablate import Grid, launch_overrides
 from sweeps.ablate import main as ablate_main
 from sweeps.ablate import parse_args
 from tests.helpers.runs import all_runs
 
 
+def _places(devices: list[str], k: int, nproc: int) -> list[tuple]:
+    # Compared as values: Hydra's plugin scan executes the launcher's module again, so its classes are new ones.
+    return [(slot.devices, slot.place) for slot in slots(devices, k, nproc)]
+
+
 def test_slots_fill_every_device_before_doubling_up() -> None:
-    assert slots(["0", "1"], 2, 1) == [Slot(("0",), 0), Slot(("1",), 0), Slot(("0",), 1), Slot(("1",), 1)]
-    assert slots(["0", "1", "2", "3", "4"], 1, 2) == [Slot(("0", "1"), 0), Slot(("2", "3"), 0)]  # "4" left over
-    assert slots(["cpu"], 2, 4) == [Slot(("cpu",), 0), Slot(("cpu",), 1)]  # every rank of a cell shares the CPU
+    assert _places(["0", "1"], 2, 1) == [(("0",), 0), (("1",), 0), (("0",), 1), (("1",), 1)]
+    assert _places(["0", "1", "2", "3", "4"], 1, 2) == [(("0", "1"), 0), (("2", "3"), 0)]  # "4" left over
+    assert _places(["cpu"], 2, 4) == [(("cpu",), 0), (("cpu",), 1)]  # every rank of a cell shares the CPU
 
 
 def test_the_launch_a_placement_asks_for(monkeypatch) -> None:
