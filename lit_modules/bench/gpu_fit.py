@@ -149,8 +149,10 @@ def summarize(prof: torch.profiler.profile, wall_s: float, steps: int, device: t
                          "share_of_busy": own(r) / busy_us if busy_us else 0.0} for r in kernels[:TOP]],
         "optimizer_share": min(1.0, optimizer_us / wall_us),
         "data_share": min(1.0, (fetch_us + copy_us) / wall_us),
-        "launch_gap_share": max(0.0, 1.0 - busy_us / wall_us) if on_device else None,
+        "launch_gap_share": max(0.0, 1.0 - busy_us / wall_us) if on_device and kernels else None,
         "device": device.type,
+        **({"note": "the profiler recorded no CUDA kernels (CUPTI unavailable?): no device time"}
+           if on_device and not kernels else {}),
     }
 
 
@@ -160,7 +162,7 @@ def format_profile(profile: dict) -> str:
     lines = [f"  per step: {profile['wall_ms_per_step']:.2f} ms wall, {profile['busy_ms_per_step']:.2f} ms busy on "
              f"the {profile['device']}, {profile['kernels_per_step']:.0f} kernels; optimizer "
              f"{profile['optimizer_share']:.1%}, data {profile['data_share']:.1%}, launch gaps "
-             + (f"{gap:.1%}" if gap is not None else "n/a on the CPU")]
+             + (f"{gap:.1%}" if gap is not None else "n/a") + (f" ({profile['note']})" if "note" in profile else "")]
     for k in profile["top_kernels"]:
         lines.append(f"  {k['ms_per_step']:8.3f} ms {k['share_of_busy']:6.1%} x{k['calls_per_step']:<6.1f} {k['name']}")
     return "\n".join(lines)
