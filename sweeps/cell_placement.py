@@ -30,8 +30,9 @@ FSDP_WORDS = ("trainer=fsdp", "trainer.strategy=fsdp")
 
 
 def placed(grid: Any) -> bool:
-    """Whether the grid asks for a placement (else the launch is as before)."""
-    return bool(grid.cells_per_device or grid.devices_per_cell)
+    """Whether the grid asks for a placement (else the launch is as before); `launcher=device_cells` alone is one
+    cell at a time on every visible GPU."""
+    return bool(grid.cells_per_device or grid.devices_per_cell or grid.launcher == DEVICE_CELLS)
 
 
 def multi_device_overrides(devices_per_cell: int | None, overrides: list[str]) -> list[str]:

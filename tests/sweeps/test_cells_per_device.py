@@ -39,6 +39,10 @@ def test_the_launch_a_placement_asks_for(monkeypatch) -> None:
         "hydra/launcher=device_cells", "hydra.launcher.accelerator=gpu", "hydra.launcher.cells_per_device=2",
         "hydra.launcher.nproc_per_cell=1"]
     assert launch_overrides(grid, None, gpu_cells=True)[4] == "trainer.num_threads=2"  # 2 GPUs x 2 cells
+    every_gpu = Grid(experiment="smoke", arms=["a", "b"], seeds=["0", "1"], launcher="device_cells")
+    assert launch_overrides(every_gpu, 1, gpu_cells=True) == [  # one cell per GPU, on every GPU
+        "hydra/launcher=device_cells", "hydra.launcher.accelerator=gpu", "hydra.launcher.cells_per_device=1",
+        "hydra.launcher.nproc_per_cell=1"]
     wide = Grid(experiment="smoke", arms=["a"], seeds=["0"], devices_per_cell=8, launcher="slurm")
     assert launch_overrides(wide, None, gpu_cells=True) == [
         "hydra/launcher=slurm", "hydra.launcher.nproc_per_cell=8", "hydra.launcher.gpus_per_node=8"]
