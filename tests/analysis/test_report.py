@@ -352,16 +352,19 @@ def test_a_new_report_removes_old_files_but_keeps_the_hand_written_findings(abla
 
 
 def test_the_model_line_reads_the_baseline_arm_not_a_median_over_every_rung() -> None:
-    from analysis.ablation_report import _measured_section
+    from pathlib import Path
+
+    from analysis.report_context import ReportContext
+    from analysis.report_sections import measured
     from analysis.claims import claim_for
     from tests.helpers.handmade_ablation import handmade
 
     values = {arm: [1.0, 1.1, 1.2] for arm in ("baseline", "arm", "baseline@x0.25", "arm@x0.25", "baseline@x0.5",
                                                "arm@x0.5")}
     ab = handmade(values, params={"x0.25": 25_000, "x0.5": 50_000})  # the headline rung: 100,000
-    line = _measured_section(ab, claim_for(ab.claim_key)).body[0]
+    line = measured.section(ReportContext.of(ab, claim_for(ab.claim_key), Path("."))).body[0]
     assert "100,000 non-embedding parameters" in line and "medians over the baseline arm `baseline`" in line
     # A baseline no block ran (an ablation-only reference): the arms without a variant, the headline rung.
     ab = handmade({k: v for k, v in values.items() if k != "baseline"}, params={"x0.25": 25_000, "x0.5": 50_000})
-    line = _measured_section(ab, claim_for(ab.claim_key)).body[0]
+    line = measured.section(ReportContext.of(ab, claim_for(ab.claim_key), Path("."))).body[0]
     assert "100,000 non-embedding parameters" in line and "medians over the arms without a variant" in line

@@ -48,7 +48,9 @@ def test_claim_numbers_are_their_derivations():
     assert claim_for("wd_plasticity_full") is CLAIMS["wd_plasticity"] and CLAIMS["smoke"].expect == {"no_decay": "none"}
 
 
-@pytest.mark.parametrize("module", ["plots.py", "ablation_report.py", "report.py", "ablation.py", "store_ablation.py"])
+@pytest.mark.parametrize("module", ["plots.py", "ablation_report.py", "report.py", "ablation.py", "store_ablation.py",
+                                    "report_context.py", *sorted(p.relative_to(REPO / "analysis").as_posix()
+                                                                 for p in (REPO / "analysis/report_sections").glob("*.py"))])
 def test_report_and_plot_code_name_no_technique(module):
     text = (REPO / "analysis" / module).read_text().lower()
     named = [r.name for r in technique_reports() if re.search(rf"\b{re.escape(r.name)}\b", text)]
