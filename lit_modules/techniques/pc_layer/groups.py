@@ -8,10 +8,11 @@ made ~65 per matrix, which on a GPU are as many kernel launches).
 Forward: `batch_by_shape(model)` (the technique calls it) registers a pre-hook and a hook on the model. The
 pre-hook computes every group's effective weights in one stacked computation (`stacked.stacked_effective`) and
 hands each parametrization its slice; `<linear>.weight` (the parametrization's forward) then returns that slice
-instead of computing its own. After the forward a slice stays valid only while its inputs are unchanged (an
-activation-checkpointed block recomputes during the backward with the very same weights), and is dropped after
-the backward or at the next refresh; a weight read otherwise (diagnostics after a step, merge, a model without
-the hooks) is computed alone, by the same code on a stack of one. Parameter names, buffers and state dicts are
+instead of computing its own. The hook takes the slices back when the forward ends, except in a model whose
+blocks are activation-checkpointed: a block recomputes during the backward with the very same weights, so they
+stay, valid only while their inputs are unchanged, until the backward ends or the next refresh. A weight read
+otherwise (diagnostics after a step, merge, a model without the hooks) is computed alone, by the same code on a
+stack of one. Parameter names, buffers and state dicts are
 unchanged.
 """
 
@@ -23,6 +24,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
+from lit_modules.activation_checkpointing import CheckpointedForward
 from lit_modules.techniques.pc_layer.parametrization import PCParametrization, pc_modules, raw_weight
 from lit_modules.techniques.pc_layer.stacked import is_flipped, oriented, stacked_effective
 
@@ -87,12 +89,14 @@ class ShapeBatches:
 
     def __init__(self) -> None:
         self.groups: list[ShapeGroup] | None = None
+        self.recomputes = False  # whether some block recomputes its forward in the backward (checkpointing)
 
     def _current(self, model: nn.Module) -> list[ShapeGroup]:
         # Rebuilt when a member lost its PC or got another parametrization (merge, export); a Python check only.
         groups = self.groups
         if groups is None or any(sole_pc(m) is not pc for g in groups for m, pc in zip(g.modules, g.pcs)):
             self.groups = forward_groups(model)
+            self.recomputes = any(isinstance(vars(m).get("forward"), CheckpointedForward) for m in model.modules())
         return self.groups
 
     def before(self, model: nn.Module, args) -> None:
@@ -103,10 +107,11 @@ class ShapeBatches:
 
     @torch.compiler.disable  # bookkeeping only, eager (the forward's graph stays whole)
     def after(self, model: nn.Module, args, output) -> None:
-        # With a graph to backpropagate, an activation-checkpointed block recomputes its forward during the
-        # backward and must read the very weights it used: keep them, valid while raw weight, u, v and gamma
-        # are unchanged (their version counters; an optimizer step, a refresh or a rescale moves them).
-        keep = torch.is_grad_enabled()
+        # An activation-checkpointed block recomputes its forward during the backward and must read the very
+        # weights it used: with a graph to backpropagate they are kept, valid while raw weight, u, v and gamma
+        # are unchanged (version counters: an optimizer step, a refresh or a rescale moves them). Otherwise they
+        # go now, so each layer's weight is freed as soon as its own backward has used it.
+        keep = self.recomputes and torch.is_grad_enabled()
         for group in self.groups or ():
             for module, pc in zip(group.modules, group.pcs):
                 if keep and pc.stacked_weight is not None:

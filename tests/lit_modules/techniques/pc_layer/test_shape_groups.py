@@ -118,7 +118,7 @@ def test_float64_buffers_refresh_in_float64_to_float64_rounding():
         torch.testing.assert_close(pc.v, v, rtol=0, atol=1e-13)
 
 
-def test_the_model_forward_uses_the_batched_weights_while_they_are_current():
+def test_the_model_forward_uses_the_batched_weights_and_lets_them_go():
     model = _model()
     seen = []
     up = model.layers[1].mlp.up_proj
@@ -126,8 +126,23 @@ def test_the_model_forward_uses_the_batched_weights_while_they_are_current():
     up.register_forward_pre_hook(lambda m, args: seen.append(m.weight is pc.stacked_weight))
     x = torch.randint(0, 61, (2, 16), generator=torch.Generator().manual_seed(0))
     logits = model(x)
-    assert seen == [True]
-    assert up.weight is pc.stacked_weight  # kept for the backward (a checkpointed block's recomputation)
+    assert seen == [True] and logits.requires_grad
+    assert all(p.stacked_weight is None for _, _, p in pc_modules(model))  # each freed after its own backward
+    alone = copy.deepcopy(model)
+    alone.__dict__["_pc_shape_batches"].groups = []  # no group: every weight computed alone, per weight
+    alone._forward_pre_hooks.clear()
+    with torch.no_grad():
+        assert _relative(logits, alone(x)) < 4e-6
+
+
+def test_checkpointed_blocks_keep_the_batched_weights_while_they_are_current():
+    model = _model()
+    checkpoint_blocks(model)
+    up = model.layers[1].mlp.up_proj
+    pc = up.parametrizations.weight[0]
+    x = torch.randint(0, 61, (2, 16), generator=torch.Generator().manual_seed(0))
+    model(x)
+    assert up.weight is pc.stacked_weight  # kept for the backward's recomputation
     with torch.no_grad():
         raw_weight(up).mul_(1.5)  # an optimizer step, a rescale: the kept weight is stale now
     fresh = up.weight
@@ -138,12 +153,6 @@ def test_the_model_forward_uses_the_batched_weights_while_they_are_current():
     with torch.no_grad():
         model(x)
     assert all(p.stacked_weight is None for _, _, p in pc_modules(model))  # no backward to come: let go at once
-    alone = copy.deepcopy(model)
-    alone.__dict__["_pc_shape_batches"].groups = []  # no group: every weight computed alone, per weight
-    alone._forward_pre_hooks.clear()
-    with torch.no_grad():
-        assert _relative(model(x), alone(x)) < 4e-6
-    assert logits.requires_grad
 
 
 def test_merged_weights_are_the_ones_the_forward_uses():
