@@ -18,46 +18,12 @@ from lit_modules.quiet import quiet_libraries  # first: before tqdm is imported
 
 import subprocess
 import sys
-from dataclasses import dataclass
 
 from lit_modules.config.errors import ConfigError
 from lit_modules.runs.uri_masking import mask_password
+from sweeps.optuna_args import parse_args
 from sweeps.sweep_config import load_sweep_config
 from sweeps.sweep_workers import spawn_workers
-
-
-@dataclass
-class Invocation:
-    sweep_name: str
-    sweep_dotlist: list[str]
-    run_overrides: list[str]
-    worker: bool = False
-    worker_index: int = 0
-    parent_run_id: str | None = None
-    await_parent: bool = False  # spawned by the driver before its set-up: waits for the parent run
-
-
-def parse_args(argv: list[str]) -> Invocation:
-    inv = Invocation("default", [], [])
-    args = iter(argv)
-    for arg in args:
-        if arg == "--worker":
-            inv.worker = True
-        elif arg == "--parent-run-id":
-            inv.parent_run_id = next(args)
-        elif arg == "--await-parent":
-            inv.await_parent = True
-        elif arg == "--worker-index":
-            inv.worker_index = int(next(args))
-        elif arg.startswith("sweep="):
-            inv.sweep_name = arg.split("=", 1)[1]
-        elif arg.startswith("sweep."):
-            inv.sweep_dotlist.append(arg[len("sweep."):])
-        elif arg.startswith("runs_dir="):  # the sweep's folder, as for `make ablate`: its study and trials go there
-            inv.sweep_dotlist.append(arg)
-        else:
-            inv.run_overrides.append(arg)
-    return inv
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,7 +42,7 @@ from sweeps.sweep_config import SweepConfig
 from sweeps.sweep_workers import await_parent, stop_workers
 
 if TYPE_CHECKING:
-    from sweeps.optuna_sweep import Invocation
+    from sweeps.optuna_args import Invocation
 
 FINISHED_STATES = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 PARENT_ATTR = "mlflow_parent_run_id"  # in the study: what a worker on another machine joins
