@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
 from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 
@@ -189,16 +189,21 @@ def _value_problems(value: Any, kind: _Kind, key: str) -> list[str]:
     return [problem] if problem else []
 
 
-def typed_problems(settings: Any, prefix: str) -> list[str]:
-    """A sentence for every field of the dataclass `settings` whose value its annotation refuses."""
+def typed_problems(settings: Any, prefix: str, keys: Mapping[str, str] | None = None) -> list[str]:
+    """A sentence for every field of the dataclass `settings` whose value its annotation refuses, naming it
+    `<prefix>.<field>` (or as `keys` says, where a field sits elsewhere in the config)."""
     hints = get_type_hints(type(settings), include_extras=True)
+    keys = keys or {}
     return [p for f in fields(settings) for p in _value_problems(getattr(settings, f.name), _kind(hints[f.name]),
-                                                                   f"{prefix}.{f.name}")]
+                                                                   keys.get(f.name, f"{prefix}.{f.name}"))]
 
 
-def unknown_setting_problems(settings_type: type, given: Mapping[str, Any], prefix: str, owner: str) -> list[str]:
-    """One sentence naming the keys in `given` that `settings_type` has no field for."""
-    names = [f.name for f in fields(settings_type)]
+def setting_names(settings_type: type | None) -> list[str]:
+    return [f.name for f in fields(settings_type)] if settings_type is not None else []
+
+
+def unknown_setting_problems(names: Sequence[str], given: Mapping[str, Any], prefix: str, owner: str) -> list[str]:
+    """One sentence naming the keys in `given` that are none of the settings `names`."""
     unknown = [k for k in given if k not in names]
     if not unknown:
         return []

@@ -135,8 +135,8 @@ def test_analysis_never_imports_the_model_layer():
 # The folders bottom -> top; a folder is lit_modules' first-level package or module, or sweeps/analysis.
 ORDER = (
     "lit_modules.model", "lit_modules.errors", "lit_modules.typed_settings", "lit_modules.steady_heap", "lit_modules.hf", "lit_modules.distributed", "lit_modules.diagnostics",
-    "lit_modules.config", "lit_modules.data", "lit_modules.verified_checkpoint", "lit_modules.runs",
-    "lit_modules.optim", "lit_modules.techniques", "lit_modules.technique_reports", "lit_modules.process_group",
+    "lit_modules.optim", "lit_modules.config", "lit_modules.data", "lit_modules.verified_checkpoint", "lit_modules.runs",
+    "lit_modules.techniques", "lit_modules.technique_reports", "lit_modules.process_group",
     "lit_modules.tracking", "lit_modules.callbacks", "lit_modules.lm_module", "lit_modules.hook_profiler", "lit_modules.activation_checkpointing",
     "lit_modules.build", "lit_modules.rebuild", "lit_modules.plan", "lit_modules.evaluation", "lit_modules.export",
     "lit_modules.quiet", "lit_modules.stack_dumps", "lit_modules.resume",

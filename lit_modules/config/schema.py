@@ -19,7 +19,9 @@ from lit_modules.model.init_config import InitConfig
 
 @dataclass
 class OptimConfig:
-    name: str = "adamw"  # adamw | muon (Muon for hidden 2-D weights, AdamW for the rest) | adam_mini | nadam | lamb
+    # A registered optimizer (lit_modules/optim/: adamw, muon, adam_mini, nadam, lamb, and any module that
+    # registers one); the fields below are shared, but for the shipped optimizers' own, kept flat here.
+    name: str = "adamw"
     lr: float = 3e-3
     betas: List[float] = field(default_factory=lambda: [0.9, 0.95])
     eps: float = 1e-8
@@ -27,6 +29,8 @@ class OptimConfig:
     # Which parameters skip weight decay; papers disagree, so it is explicit per experiment.
     wd_exclude: str = "none"  # none | norms_biases | norms_biases_embeddings
     grad_clip: float = 1.0  # 0 disables clipping
+    # The shipped optimizers' own settings, flat as every recorded run holds them; each optimizer's module
+    # declares and checks its own (optim/muon.py MuonSettings, optim/lamb.py LambSettings).
     muon_lr: float = 0.02
     muon_momentum: float = 0.95
     muon_adjust_lr: str = "match_rms_adamw"  # torch.optim.Muon adjust_lr_fn: original | match_rms_adamw
@@ -34,11 +38,13 @@ class OptimConfig:
     # embeddings under norms_biases_embeddings), as the paper's Algorithm 2 reads; false skips them, as
     # NVIDIA apex (use_nvlamb=False) and TF-Addons (exclude_from_layer_adaptation) do. None: not LAMB.
     lamb_trust_no_decay: Optional[bool] = None
+    # Any other optimizer's own settings, by name (its module's settings dataclass declares and checks them).
+    settings: Dict[str, Any] = field(default_factory=dict)
 
 
 # OptimConfig fields added after runs were recorded, at the value that means "not used": left out of a run's
 # identity hash at that value (lit_modules/config/identity.py identity_of), as model.config.ADDED_DEFAULTS.
-OPTIM_ADDED_DEFAULTS = {"lamb_trust_no_decay": None}
+OPTIM_ADDED_DEFAULTS = {"lamb_trust_no_decay": None, "settings": {}}
 
 
 @dataclass

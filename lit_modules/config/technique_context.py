@@ -51,7 +51,7 @@ def _unknown_settings(name: str, node: Any) -> list[str]:
     such as `+techniques.pc_layer.levle=2`), before the class is called with them."""
     from hydra.utils import get_class
 
-    from lit_modules.typed_settings import unknown_setting_problems
+    from lit_modules.typed_settings import setting_names, unknown_setting_problems
 
     try:
         settings = getattr(get_class(str(node.get("_target_"))), "Settings", None)
@@ -60,7 +60,7 @@ def _unknown_settings(name: str, node: Any) -> list[str]:
     if settings is None:
         return []
     given = {k: None for k in node if not str(k).startswith("_")}  # _target_, _recursive_: Hydra's own keys
-    return unknown_setting_problems(settings, given, f"techniques.{name}", name)
+    return unknown_setting_problems(setting_names(settings), given, f"techniques.{name}", name)
 
 
 def meta_model(cfg: Any) -> nn.Module | None:

@@ -15,10 +15,8 @@ from lit_modules.config.hf_start import with_hf_start
 from lit_modules.config.technique_context import TechniqueContext, instantiate_techniques
 from lit_modules.distributed.ranks import Ranks, launch_problems, launched_ranks
 
-OPTIMIZERS = ("adamw", "muon", "adam_mini", "nadam", "lamb")
 SCHEDULES = ("cosine", "wsd", "constant")
 WD_EXCLUDE = ("none", "norms_biases", "norms_biases_embeddings")
-MUON_ADJUST_LR = ("original", "match_rms_adamw")  # torch.optim.Muon's adjust_lr_fn
 PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "64-true")
 ACCELERATORS = ("cpu", "gpu", "cuda", "auto")
 STRATEGIES = ("auto", "ddp", "ddp_spawn", "ddp_fork", "fsdp")
@@ -29,9 +27,8 @@ GPT2_FILE = "tokenizers/gpt2/tokenizer.json"  # tokenizer=gpt2's file, written b
 def _basic_problems(cfg: DictConfig, ranks: Ranks | None = None) -> list[str]:
     p: list[str] = []
     o, s, r, t = cfg.optim, cfg.schedule, cfg.regime, cfg.trainer
-    if o.name not in OPTIMIZERS:
-        p.append(f"optim.name must be one of {', '.join(OPTIMIZERS)}, not '{o.name}'.")
-    if o.lr <= 0 or (o.name == "muon" and o.muon_lr <= 0):
+    # The optimizer's name and its own settings: optimizer_problems, once these checks pass.
+    if o.lr <= 0:
         p.append("The learning rate must be positive.")
     if o.weight_decay < 0:
         p.append(f"optim.weight_decay must be >= 0, not {o.weight_decay}.")
@@ -41,10 +38,6 @@ def _basic_problems(cfg: DictConfig, ranks: Ranks | None = None) -> list[str]:
         p.append("optim.betas must be two numbers in [0, 1).")
     if o.grad_clip < 0:
         p.append("optim.grad_clip must be >= 0 (0 disables clipping).")
-    if o.name == "muon" and o.muon_adjust_lr not in MUON_ADJUST_LR:
-        p.append(f"optim.muon_adjust_lr must be one of {', '.join(MUON_ADJUST_LR)}, not '{o.muon_adjust_lr}'.")
-    if o.lamb_trust_no_decay is not None and o.name != "lamb":
-        p.append(f"optim.lamb_trust_no_decay applies to optim=lamb only, and this run's optimizer is {o.name}.")
     if s.name not in SCHEDULES:
         p.append(f"schedule.name must be one of {', '.join(SCHEDULES)}, not '{s.name}'.")
     if not 0 <= s.warmup_fraction < 1:
@@ -231,6 +224,10 @@ def validated(cfg: DictConfig, ranks: Ranks | None = None) -> Validated:
         context = TechniqueContext.of(cfg, techniques)
         for technique in techniques:
             problems += technique.problems(cfg, context)
+    if not problems:  # the optimizers' modules import torch, which the budget loads next anyway
+        from lit_modules.optim.registry import optimizer_problems
+
+        problems += optimizer_problems(cfg.optim)
     budget = None
     if not problems:
         budget = compute_budget(cfg)

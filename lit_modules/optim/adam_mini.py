@@ -29,6 +29,10 @@ import math
 from typing import Any, Callable, Optional
 
 import torch
+from torch import nn
+
+from lit_modules.optim.param_groups import GroupSpec, torch_groups
+from lit_modules.optim.registry import register_optimizer
 
 WHOLE_TENSOR = 0  # block_rows for a tensor that shares one v
 ROW_FAMILIES = ("emb", "head", "vo", "mlp", "router", "experts", "lora_qk", "lora_vo", "lora_attn_gate", "lora_mlp")
@@ -86,3 +90,17 @@ class AdamMini(torch.optim.Optimizer):
                 update = (state["m"].reshape(blocks, -1) / h).reshape(p.shape)
                 p.add_(update, alpha=-lr / bias_correction_1)
         return loss
+
+
+def _head_dim(model: nn.Module) -> int:
+    """Rows of q_proj/k_proj per attention head (the q/k blocks); a compiled model keeps its cfg."""
+    cfg = getattr(model, "cfg", None) or getattr(getattr(model, "_orig_mod", None), "cfg", None)
+    if cfg is None:
+        raise ValueError("optim=adam_mini needs the model's config (cfg.head_dim) to split q/k into heads.")
+    return cfg.head_dim
+
+
+@register_optimizer("adam_mini", adam_family=(AdamMini,))
+def build(specs: list[GroupSpec], cfg: Any, model: nn.Module) -> AdamMini:
+    groups = torch_groups(specs, cfg.lr, cfg.weight_decay)
+    return AdamMini(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, head_dim=_head_dim(model))

@@ -10,14 +10,26 @@ normalized with the update; `weight_decay` per group follows the project's decay
 A group without decay (norm gains; the embedding under wd_exclude=norms_biases_embeddings; any group when
 weight_decay is 0) takes the plain Adam step, trust ratio 1, as NVIDIA apex (use_nvlamb=False) and TF-Addons
 (exclude_from_layer_adaptation defaults to the decay exclusions) do; `trust_no_decay=True`
-(optim.lamb_trust_no_decay) applies the ratio to every tensor, as Algorithm 2 reads.
+(optim.lamb_trust_no_decay) applies the ratio to every tensor, as Algorithm 2 reads. No reference fixes that
+choice: the run is tagged with it (fidelity...=assumed).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import torch
+from torch import nn
+
+from lit_modules.optim.param_groups import GroupSpec, torch_groups
+from lit_modules.optim.registry import register_optimizer
+
+
+@dataclass
+class LambSettings:  # flat in `optim` (lit_modules/config/schema.py); conf/optim/lamb.yaml sets it
+    # None means "not LAMB": the field was added after runs were recorded, and stays out of their identity.
+    lamb_trust_no_decay: Optional[bool] = None
 
 
 class Lamb(torch.optim.Optimizer):
@@ -60,3 +72,15 @@ class Lamb(torch.optim.Optimizer):
                     r.mul_(torch.where((w_norm > 0) & (r_norm > 0), w_norm / r_norm, torch.ones_like(w_norm)))
                 p.add_(r, alpha=-group["lr"])
         return loss
+
+
+def tags(cfg: Any) -> dict[str, str]:
+    return {"optim.lamb_trust_no_decay": str(bool(getattr(cfg, "lamb_trust_no_decay", None))).lower(),
+            "fidelity.optim.lamb_trust_no_decay": "assumed"}
+
+
+@register_optimizer("lamb", settings=LambSettings, adam_family=(Lamb,), tags=tags)
+def build(specs: list[GroupSpec], cfg: Any, model: nn.Module) -> Lamb:
+    groups = torch_groups(specs, cfg.lr, cfg.weight_decay)
+    return Lamb(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
+                trust_no_decay=bool(getattr(cfg, "lamb_trust_no_decay", None)))

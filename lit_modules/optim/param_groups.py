@@ -94,3 +94,21 @@ def build_group_specs(model: nn.Module, wd_exclude: str) -> list[GroupSpec]:
         groups[key].param_names.append(name)
     order = {f: i for i, f in enumerate(FAMILIES)}
     return sorted(groups.values(), key=lambda g: (order[g.family], not g.decayed))
+
+
+def torch_groups(specs: list[GroupSpec], lr: float, weight_decay: float) -> list[dict]:
+    """torch.optim param groups at one learning rate, with the configured decay on the decayed groups, each
+    keeping its name, family and `lr_scale` (the schedule multiplies it in) and its peak rate."""
+    return [
+        {
+            "params": s.params,
+            "name": s.name,
+            "family": s.family,
+            "lr": lr,
+            "peak_lr": lr,
+            "lr_scale": s.lr_scale,
+            "weight_decay": weight_decay if s.decayed else 0.0,
+        }
+        for s in specs
+        if s.params
+    ]

@@ -22,7 +22,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
 from lit_modules.techniques.mols.scaling import alpha_from_snr, planned_steps, ramp
-from lit_modules.optim.build import ADAM_FAMILY
+from lit_modules.optim.registry import adam_family
 from lit_modules.techniques.mols.snr import group_snr, measure_gradient_moments
 
 BatchSource = Callable[[L.Trainer, int, "int | None"], list]
@@ -43,9 +43,10 @@ def disjoint_training_windows(trainer: L.Trainer, count: int, micro_batch_size: 
 
 def _groups_with_manager(trainer: L.Trainer) -> Iterator[tuple[dict, bool]]:
     """Every torch param group, with whether an Adam-family optimizer steps it."""
+    family = adam_family()  # the classes every registered optimizer declares Adam-like
     for optimizer in trainer.optimizers:
         for child in getattr(optimizer, "optimizers", [optimizer]):
-            adam = isinstance(child, ADAM_FAMILY)
+            adam = isinstance(child, family)
             for group in child.param_groups:
                 yield group, adam
 

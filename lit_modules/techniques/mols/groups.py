@@ -19,7 +19,7 @@ MODULES = PAPER_GROUPS + VARIANT_GROUPS
 NORM_POLICIES = ("exclude", "own_group")
 ATTN_GATE_GROUPS = ("own", "qk", "vo", "mlp", "exclude")
 FIXED = "fixed"
-# Groups AdamW manages under optim=muon (Muon takes the 2-D hidden matrices; see optim/build.py).
+# Groups AdamW manages under optim=muon (Muon takes the 2-D hidden matrices; see optim/muon.py).
 ADAM_GROUPS_UNDER_MUON = ("emb", "head", "norm")
 
 

@@ -139,7 +139,7 @@ def test_adamw_is_fused_only_where_every_parameter_is_on_cuda() -> None:
     """On the CPU torch's default AdamW stays (the golden histories); CUDA parameters get the fused kernels."""
     from types import SimpleNamespace
 
-    from lit_modules.optim.build import fused_on_cuda
+    from lit_modules.optim.adamw import fused_on_cuda
 
     cpu = [{"params": [torch.nn.Parameter(torch.zeros(2))]}]
     assert fused_on_cuda(cpu) == {} and fused_on_cuda([]) == {}

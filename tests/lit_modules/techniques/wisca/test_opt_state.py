@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from lit_modules.config.errors import ConfigError
-from lit_modules.config.validate import OPTIMIZERS
+from lit_modules.optim.registry import optimizer_specs
 from lit_modules.model import Llama, LlamaConfig
 from lit_modules.optim.build import build_optimizer
 from lit_modules.optim.lamb import Lamb
@@ -274,7 +274,7 @@ def _composed(optimizer: str, policy: str):
 
 
 @pytest.mark.parametrize("policy", OPT_STATE_POLICIES)
-@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+@pytest.mark.parametrize("optimizer", sorted(optimizer_specs()))
 def test_every_optimizer_and_policy_is_exact_or_refused_before_the_first_step(optimizer, policy):
     """Each pair either is refused by validation (one sentence, before any step) or, on the optimizer the run
     builds, a transition keeps the function and its policy leaves the state exactly as stated: keep changes
