@@ -56,6 +56,7 @@ from lit_modules.runs.store_check import check_store
 from lit_modules.runs.uri_masking import mask_password
 from sweeps import cell_placement as placement
 from sweeps.cell_placement import launch_overrides
+from sweeps.evidence.protocol_file import protocol_grid
 from sweeps.progress_lines import CellWatcher
 
 
@@ -75,6 +76,7 @@ class Grid:
     cell_hashes: set[str] = field(default_factory=set)  # every cell's config hash, what a finished cell is found by
     skip_finished: bool = True  # ablation.skip_finished of every cell: a finished cell is not run again
     first_config: object = None  # the first cell's validated config (validate_cells): its threads and accelerator
+    arm_overrides: dict[str, list[str]] = field(default_factory=dict)  # arm -> its overrides where it has no file
     cells_per_device: int | None = None  # k cells at once on each device (sweeps/cell_placement.py)
     devices_per_cell: int | None = None  # each cell's ranks on N devices, started by torchrun
 
@@ -123,8 +125,8 @@ def read_grid(grid: Grid) -> None:
                           "ablation grid sweeps +arm and seed only (give other values on the command line).")
     arms = str(params.get("+arm", "")).split(",") if params.get("+arm") else []
     seeds = [s.strip() for s in str(params.get("seed", "0")).split(",")]
-    if not arms:
-        raise ConfigError(f"The preset '{grid.experiment}' declares no arms (hydra.sweeper.params['+arm']).")
+    if not arms:  # an evidence protocol's run preset: the protocol's cells (sweeps/evidence/protocol_file.py)
+        arms, seeds, grid.arm_overrides = protocol_grid(grid.experiment)
     grid.arms, grid.seeds = [a.strip() for a in arms], seeds
     if grid.launcher and not files.has_option("hydra/launcher", grid.launcher):
         known = ", ".join(files.options("hydra/launcher"))
@@ -145,6 +147,11 @@ def read_grid(grid: Grid) -> None:
         grid.seeds = grid.only_seeds
 
 
+def arm_words(grid: Grid, arm: str) -> list[str]:
+    """The overrides that make an arm's cells: its file (`+arm=<arm>`), or a protocol's overrides for it."""
+    return grid.arm_overrides.get(arm) or [f"+arm={arm}"]
+
+
 def validate_cells(grid: Grid) -> str:
     """Every arm, at every value of a swept override, must compose and validate before anything runs, and
     each of them name a cell of its own (grid.cell_arms); returns the MLflow experiment name."""
@@ -153,7 +160,7 @@ def validate_cells(grid: Grid) -> str:
     name, cell_of = "", {}
     for arm in grid.arms:
         for values in itertools.product(*swept):
-            cfg = validate(compose_run_config([f"experiment={grid.experiment}", f"+arm={arm}", *fixed, *values]),
+            cfg = validate(compose_run_config([f"experiment={grid.experiment}", *arm_words(grid, arm), *fixed, *values]),
                            ranks=placement.cell_ranks(grid))  # as torchrun's rank 0 will, for devices_per_cell=
             name = cfg.logger.experiment
             if grid.first_config is None:
@@ -194,7 +201,7 @@ def cell_overrides(grid: Grid) -> list[list[str]]:
     (the launch-wide ones, runs_dir and hydra.*, are the multirun's: `launch_wide_overrides`)."""
     fixed, swept = sweep_forms(grid.overrides)
     fixed = [o for o in fixed if not _launch_wide(o)]
-    return [[f"+arm={arm}", f"seed={seed}", *fixed, *values]
+    return [[*arm_words(grid, arm), f"seed={seed}", *fixed, *values]
             for arm in grid.arms for seed in grid.seeds for values in itertools.product(*swept)]
 
 
@@ -249,12 +256,14 @@ def main(argv: list[str] | None = None) -> int:
     return run_together([sys.argv[1:] if argv is None else argv])
 
 
-def _checked(argvs: list[list[str]]) -> tuple[list[Grid], Grid, str]:
-    """(each command's grid, read and validated; the grid they make together; the MLflow experiment name)."""
-    grids = [parse_args(argv) for argv in argvs]
+def _checked(argvs: list[list[str] | Grid]) -> tuple[list[Grid], Grid, str]:
+    """(each command's grid, read and validated; the grid they make together; the MLflow experiment name).
+    A Grid given as data (an evidence protocol's cells, sweeps/evidence/plan.py) is taken as it is."""
+    grids = [argv if isinstance(argv, Grid) else parse_args(argv) for argv in argvs]
     names = set()
     for grid in grids:
-        read_grid(grid)
+        if not grid.arm_overrides:
+            read_grid(grid)
         names.add(validate_cells(grid))
     first = grids[0]
     shared = {"experiment": lambda g: g.experiment, "runs_dir": lambda g: g.runs_dir,
@@ -283,8 +292,8 @@ def _checked(argvs: list[list[str]]) -> tuple[list[Grid], Grid, str]:
     return grids, together, names.pop()
 
 
-def run_together(argvs: list[list[str]]) -> int:
-    """Run the grids of these ablate commands (one preset; each its own arms, seeds and overrides) under the
+def run_together(argvs: list[list[str] | Grid]) -> int:
+    """Run the grids of these ablate commands or Grids (one preset; each its own arms, seeds and overrides) under the
     preset's parent run as ONE launch: every cell in one multirun (the cell-list sweeper), finished ones
     skipped; one report at the end. Exit codes as `main`'s: 0, 1 (a cell did not finish), 2 (refused),
     128 + signal (stopped)."""

@@ -1,14 +1,14 @@
 """The evidence protocol's fine-tune stage: every finished test cell fine-tuned with the protocol's recipe,
 then each fine-tuned model scored zero-shot on `finetune_eval`, both in spawned workers, skipping done ones.
 
-    code, chosen, undecided = tune_finetune_rates(spec, args, workers, recipe, run_cells)  # finetune_lr_tuning
+    code, chosen, undecided = tune_finetune_rates(spec, args, workers, recipe, run_bases)  # finetune_lr_tuning
     recipe_of = recipe_of_arm(recipe, spec.finetune_lr_tuning, chosen)   # arm -> its recipe (None: no rate)
     failed = finetune_bases(spec, args, workers, recipe_of)       # the grid's bases that lack their recipe's
     failed += evaluate_finetunes(spec, args, workers, recipe_of)  # the fine-tunes not yet scored on the tasks
 
 A learning-rate tuning cell (`<arm>@lr<rate>` on a tuning seed, sweeps/lr_tuning.py) and a fine-tune tuning
 base (`<arm>@ft_tuning`, sweeps/finetune_tuning.py) are no test bases: they chose a rate, the test cells carry
-the claim. Split out of sweeps/evidence.py, which runs the stages in order.
+the claim. sweeps/evidence/stages.py runs the stages in order.
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING
 from analysis.claims import is_finetune_tuning_base
 from lit_modules.config.finetune_recipe import FinetuneRecipe
 from lit_modules.runs import tags
-from sweeps.finetune_tuning import choose, tuning_blocks, tuning_jobs
+from sweeps.finetune_tuning import choose, tuning_jobs
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
     from mlflow.tracking import MlflowClient
 
-    from sweeps.evidence import EvidenceArgs, EvidenceSpec
+    from sweeps.evidence.args import EvidenceArgs
+    from sweeps.evidence.spec import EvidenceSpec
 
 RecipeOf = Callable[[str], "FinetuneRecipe | None"]  # a test base's arm -> its recipe (None: its arm got no rate)
 
@@ -65,10 +66,10 @@ def run_finetunes(jobs: list[tuple[str, FinetuneRecipe]], runs_dir: str, workers
 
 
 def tune_finetune_rates(spec: EvidenceSpec, args: EvidenceArgs, workers: int, recipe: FinetuneRecipe,
-                        run_cells: Callable[[list[tuple[tuple[str, ...], tuple[int, ...], list[str]]]], int]
-                        ) -> tuple[int, dict[str, float], int]:
-    """With `finetune_lr_tuning`: pre-train the tuning bases, fine-tune each at every grid rate, choose each
-    arm's rate; (a stop code or 0, arm -> rate, failures: failed fine-tunes and arms left without a rate)."""
+                        run_bases: Callable[[], int]) -> tuple[int, dict[str, float], int]:
+    """With `finetune_lr_tuning`: pre-train the tuning bases (`run_bases`: every arm's in one launch, an exit
+    code), fine-tune each at every grid rate, choose each arm's rate; (a stop code or 0, arm -> rate, failures:
+    failed fine-tunes and arms left without a rate)."""
     from mlflow.tracking import MlflowClient
 
     from lit_modules.tracking.store import tracking_uri
@@ -76,7 +77,7 @@ def tune_finetune_rates(spec: EvidenceSpec, args: EvidenceArgs, workers: int, re
     tuning = spec.finetune_lr_tuning
     if tuning is None:
         return 0, {}, 0
-    code = run_cells(tuning_blocks(tuning))  # every arm's tuning bases in one launch
+    code = run_bases()
     if code == 2 or code > 128:  # refused, or stopped by a signal; a failed base is judged by the choice
         return code, {}, 0
     client = MlflowClient(tracking_uri(None, args.runs_dir))

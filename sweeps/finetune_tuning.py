@@ -32,6 +32,8 @@ from lit_modules.runs import tags
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
+    from sweeps.evidence.spec import Block
+
 KEYS = ("grid", "tuning_seeds", "metric", "arms")
 DEFAULT_METRIC = tags.TARGET_LOSS_AFTER
 
@@ -73,11 +75,6 @@ def parse_finetune_tuning(node: object, where: str, blocks: tuple[Block, ...], r
         raise ConfigError(f"{where} finetune_lr_tuning: metric is a final metric of the fine-tune runs, such as "
                           f"{DEFAULT_METRIC} (got {metric}).")
     return LrTuning(tuple(str(a) for a in arms), rates, seeds, metric, FINETUNE_RATE_KEY)
-
-
-def tuning_blocks(tuning: LrTuning) -> list[tuple[tuple[str, ...], tuple[int, ...], list[str]]]:
-    """The tuning bases' ablate calls as (arms, seeds, extra overrides): one per arm, renamed `<arm>@ft_tuning`."""
-    return [((arm,), tuning.tuning_seeds, [f"ablation.arm={tuning_base_arm(arm)}"]) for arm in tuning.arms]
 
 
 def recipe_at(recipe: FinetuneRecipe, rate: float) -> FinetuneRecipe:

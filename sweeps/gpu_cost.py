@@ -27,7 +27,7 @@ from lit_modules.plan.devices import GPUS
 
 if TYPE_CHECKING:  # torch (memory's sizes) and the protocols (MLflow, pandas) load once the words passed
     from lit_modules.plan.gpu_plan import GpuPlan
-    from sweeps.evidence import EvidenceSpec
+    from sweeps.evidence.spec import EvidenceSpec
 
 VERB = Verb(
     "gpu-cost",
@@ -84,7 +84,7 @@ def protocol_cells(spec: EvidenceSpec, recipe: str, gpu: str, devices: int, mfu:
     cells = []
     for arm, n in seeds.items():
         # Any seed: the cells of an arm cost the same.
-        plan, budget = plan_of([f"experiment={spec.preset}", f"+arm={spec.preset}/{arm}", f"recipe={recipe}"],
+        plan, budget = plan_of([f"experiment={spec.preset}", *spec.arm_words(arm), f"recipe={recipe}"],
                                gpu, devices, mfu)
         cells.append(Cell(spec.paper, arm, n, recipe, plan, budget.tokens_per_step, budget.steps, budget.warmup_steps))
     return cells
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         words = parse_words(sys.argv[1:] if argv is None else argv, VERB)
         check_node_words(words["gpu"], words["mfu"])
-        from sweeps.evidence import known_papers, load_spec
+        from sweeps.evidence.protocol_file import known_papers, load_spec
 
         papers = words["papers"] or known_papers()
         recipes = words["recipes"] or sorted(files.options("recipe"), key=_model_size)

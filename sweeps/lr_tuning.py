@@ -8,11 +8,11 @@
       key: optim.lr                 # the rate tuned (the default; optim.muon_lr: Muon's matrix rate)
 
 Before the test cells of a stage, every tuned arm of that stage runs at every rate on the tuning seeds as the
-cell `<arm>@lr<rate>` (an LR variant of the arm: `<key>=<rate> ablation.arm=<arm>@lr<rate>` over the arm's
-own file); an arm's rates are one grid (`<key>=<r1>,<r2>`, each cell named by its own rate), and every tuned
-arm's grid of a stage runs in ONE launch (sweeps.ablate.run_together), so the launch's fixed cost is paid
-once per stage rather than once per arm or rate. A tuning cell that finished, or that diverged (the same seed diverges again), is not run again, so
-an interrupted protocol resumes here as everywhere. Each arm's rate is then read from the store by
+cell `<arm>@lr<rate>` (an LR variant of the arm: the arm's overrides, `<key>=<rate>` and that name;
+sweeps/evidence/plan.py lr_tuning_cells), and every tuned arm's cells of a stage run in ONE launch
+(sweeps.ablate.run_together), so the launch's fixed cost is paid once per stage rather than once per arm or rate.
+A tuning cell that finished, or that diverged (the same seed diverges again), is not run again, so an
+interrupted protocol resumes here as everywhere. Each arm's rate is then read from the store by
 analysis/lr_tuning.py's rule and its test cells run at it (`<key>=<rate>`, for that arm's cells only); an
 arm whose grid is not complete runs no test cell and the protocol ends failed, saying which cells are missing.
 """
@@ -31,7 +31,7 @@ from lit_modules.config.errors import ConfigError
 from lit_modules.runs import tags
 
 if TYPE_CHECKING:
-    from sweeps.evidence import Block
+    from sweeps.evidence.spec import Block
 
 RATE_KEYS = ("optim.lr", "optim.muon_lr")  # the config fields a grid may tune
 KEYS = ("arms", "grid", "tuning_seeds", "metric", "key")
@@ -106,34 +106,6 @@ def refuse_rate_override(overrides: list[str], tunings: tuple[LrTuning, ...], wh
         if word.lstrip("+~").split("=", 1)[0] in keys:
             raise ConfigError(f"{word} on the command line would set every cell's rate, but {where} tunes each "
                               "arm's own (lr_tuning); drop it.")
-
-
-def check_cells(tunings: tuple[LrTuning, ...], where: str, overrides: list[str],
-                argv_of: Callable[[tuple[str, ...], tuple[int, ...]], list[str]]) -> None:
-    """Before any cell runs: no command-line rate over the tuned ones, every tuning cell composes and validates
-    at every rate (`argv_of(arms, seeds)`: the ablation driver's arguments), and a grid of optim.muon_lr tunes
-    an arm that trains with Muon (on any other it would tune nothing)."""
-    from lit_modules.config.composition import compose_run_config
-    from sweeps.ablate import parse_args, read_grid, validate_cells
-
-    refuse_rate_override(overrides, tunings, where)
-    for tuning in tunings:
-        for arm in tuning.arms:
-            for rate in tuning.grid:
-                grid = parse_args(argv_of((arm,), tuning.tuning_seeds) + tuning_overrides(tuning, arm, (rate,)))
-                read_grid(grid)
-                validate_cells(grid)
-            if tuning.key == "optim.muon_lr":
-                cfg = compose_run_config([f"experiment={grid.experiment}", f"+arm={grid.arms[0]}", *grid.overrides])
-                if cfg.optim.name != "muon":
-                    raise ConfigError(f"{where} lr_tuning tunes optim.muon_lr of `{arm}`, which trains with "
-                                      f"{cfg.optim.name}, not Muon: that grid would tune nothing.")
-
-
-def tuning_overrides(tuning: LrTuning, arm: str, rates: tuple[float, ...]) -> list[str]:
-    """The run overrides that make `arm`'s cells the tuning cells at `rates` (several: a swept override, each
-    cell named `<arm>@lr<its rate>` by the rate_text resolver, exactly as one rate's cell is named)."""
-    return [f"{tuning.key}={','.join(map(repr, rates))}", f"ablation.arm='{tuning.cell_arm_interpolation(arm)}'"]
 
 
 def launches(todo: pd.DataFrame) -> list[tuple[str, tuple[float, ...], tuple[int, ...]]]:
@@ -217,12 +189,3 @@ def announce_choices(prefix: str, tuning: LrTuning, table: pd.DataFrame, runs_at
             notes = "; ".join(f"{rate_text(r)}: {n}" for r, n in zip(rows["rate"], rows["note"]) if n)
             print(f"{prefix}: `{arm}` gets no rate ({notes}): {without}", file=sys.stderr, flush=True)
     return picked, undecided
-
-
-def block_calls(block: Block, tuned: dict[str, str],
-                chosen: dict[str, float]) -> list[tuple[tuple[str, ...], list[str]]]:
-    """The block's ablate calls as (arms, extra overrides): its untuned arms together, each tuned arm (arm ->
-    the key tuned) alone at its chosen rate; a tuned arm without a rate gets no call."""
-    plain = tuple(a for a in block.arms if a not in tuned)
-    calls = [(plain, [])] if plain else []
-    return calls + [((a,), [f"{tuned[a]}={chosen[a]!r}"]) for a in block.arms if a in tuned and a in chosen]

@@ -22,7 +22,13 @@ PRESETS = ("smoke", "wisca", "pc_layer", "mols", "small_init", "z_loss", "wd_pla
 
 
 def arms(preset: str) -> list[str]:
+    """The preset's arms as recorded: its arm files, or for an evidence protocol's run preset its cells named
+    as their arm files were before the protocol declared them (`evidence/<paper>/<cell>`)."""
     node = OmegaConf.load(REPO / "conf/experiment" / f"{preset}.yaml")
+    if OmegaConf.select(node, "hydra.sweeper.params") is None:
+        from sweeps.evidence.protocol_file import protocol_grid
+
+        return [f"{preset}/{name}" for name in protocol_grid(preset)[0]]
     return str(node.hydra.sweeper.params["+arm"]).split(",")
 
 
@@ -34,6 +40,11 @@ def cell_hash(overrides: list[str]) -> str:
 
 
 def cell_overrides(preset: str, arm: str) -> list[str]:
+    if arm.startswith("evidence/"):  # a protocol's cell: the protocol's overrides make it
+        from sweeps.evidence.protocol_file import protocol_grid
+
+        return [f"experiment={preset}", *protocol_grid(preset)[2][arm.removeprefix(f"{preset}/")], "seed=0",
+                "runs_dir=runs"]
     return [f"experiment={preset}", f"+arm={arm}", "seed=0", "runs_dir=runs"]
 
 

@@ -16,7 +16,7 @@ RECORDED = json.loads((REPO / "tests/assets/preset_hashes.json").read_text())
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_the_first_cell_of_every_existing_preset_keeps_its_config_hash(preset):
-    arm = arms(preset)[0]
+    arm = next(a for a in arms(preset) if f"{preset} {a}" in RECORDED)  # arms added later were not recorded
     assert cell_hash(cell_overrides(preset, arm)) == RECORDED[f"{preset} {arm}"]
 
 

@@ -12,7 +12,12 @@ from lit_modules.config.validate import validate
 from lit_modules.config.composition import compose_run_config
 from lit_modules.config.files import CONF_DIR
 from analysis.claims import split_arm
-from sweeps.evidence import EvidenceArgs, check_all, known_papers, load_spec, parse_args
+from sweeps.evidence import protocol_file
+from sweeps.evidence.args import EvidenceArgs, parse_args
+from sweeps.evidence.driver import main
+from sweeps.evidence.plan import check_all
+from sweeps.evidence.protocol_file import known_papers, load_spec
+from sweeps.wall_clock import WallClock
 
 PAPERS = ["mols", "pc_layer", "small_init", "wd_plasticity", "wisca"]
 
@@ -22,25 +27,24 @@ def test_every_paper_has_a_protocol() -> None:
 
 
 @pytest.mark.parametrize("paper", PAPERS)
-def test_protocol_cells_compose_validate_and_cover_the_preset(paper: str) -> None:
+def test_protocol_cells_compose_validate_and_every_arm_is_used(paper: str) -> None:
     spec = load_spec(paper)
     check_all([spec], EvidenceArgs())
     preset = OmegaConf.load(CONF_DIR / "experiment" / f"{spec.preset}.yaml")
-    listed = [a.rsplit("/", 1)[-1] for a in preset.hydra.sweeper.params["+arm"].split(",")]
-    files = sorted(p.stem for p in (CONF_DIR / "arm" / "evidence" / paper).glob("*.yaml"))
-    assert sorted(listed) == files  # no arm file left out of the preset, none listed without a file
+    assert "hydra" not in preset  # the arms are the protocol's: one list, in conf/evidence/<paper>.yaml
+    assert preset.ablation.claim == paper and preset.ablation.name == spec.preset
+    used = {spec.family(a) for a in spec.ablate_names()}
+    assert used == set(spec.arms)  # every declared arm runs somewhere, in a block or in `make ablate`
     running = {a for b in spec.blocks for a in b.arms}
-    assert running | set(spec.ablation_only) == set(files)  # every arm runs in some block or is declared off
     assert not running & set(spec.ablation_only)
-    assert preset.ablation.claim == paper
 
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_cells_train_at_twenty_tokens_per_parameter_or_the_papers_140_or_1_3(paper: str) -> None:
     spec = load_spec(paper)
     for arm in {a for b in spec.blocks for a in b.arms}:
-        cfg = validate(compose_run_config([f"experiment={spec.preset}", f"+arm={spec.preset}/{arm}"]))
-        assert cfg.ablation.arm == arm  # the file's stem names the arm, also where the file extends another
+        cfg = validate(compose_run_config([f"experiment={spec.preset}", *spec.arm_words(arm)]))
+        assert cfg.ablation.arm == arm  # the protocol names the cell
         budget = compute_budget(cfg)
         wanted = 140 if arm.startswith("tpp140") else 1.3 if "@tpp1.3" in arm else 20
         # Small init holds tokens equal across arms: the gated arms' extra parameters lower their TPP a little.
@@ -72,18 +76,16 @@ def test_bad_protocol_names_are_one_sentence() -> None:
 
 def test_evidence_runs_a_protocol_exports_it_and_writes_the_ledger(tmp_path: Path, monkeypatch) -> None:
     """The whole verb on a tiny protocol: cells (parallel), fine-tunes, export, report from files, ledger."""
-    import sweeps.evidence as evidence
-
     specs = tmp_path / "specs"
     specs.mkdir()
     (specs / "smoke.yaml").write_text(
         "preset: smoke\nfinetune: python_docs\nfinetune_eval: [local]\nblocks:\n"
         "  - {arms: [baseline, no_decay], seeds: [0, 1]}\n  - {arms: [no_decay], seeds: [2]}\n")
-    monkeypatch.setattr(evidence, "SPEC_DIR", specs)
+    monkeypatch.setattr(protocol_file, "SPEC_DIR", specs)
     results, ledger = tmp_path / "results", tmp_path / "RESULTS.md"
     argv = ["papers=smoke", f"runs_dir={tmp_path / 'runs'}", f"results_dir={results}", f"ledger={ledger}",
             "trainer.max_steps=6", "finetune.steps=4", "eval.local_items=10", "workers=2"]
-    assert evidence.main(argv) == 0
+    assert main(argv) == 0
     report = (results / "smoke" / "report.md").read_text()
     assert "provenance" in report.lower()
     assert (results / "smoke" / "data" / "runs.csv").is_file()
@@ -94,13 +96,11 @@ def test_evidence_runs_a_protocol_exports_it_and_writes_the_ledger(tmp_path: Pat
     acc = [c for c in tuned.columns if c.startswith("metrics.eval/") and c.endswith("/acc")]
     assert acc and all("python_docs" in c for c in acc) and tuned[acc].notna().all().all()
     # Everything finished: a second call runs no cell and no fine-tune, and the report is unchanged.
-    assert evidence.main(argv) == 0
+    assert main(argv) == 0
     assert (results / "smoke" / "report.md").read_text() == report  # provenance kept: the cells ran before
 
 
 def test_wall_clock_adds_up_calls_and_resets_for_a_fresh_grid(tmp_path: Path) -> None:
-    from sweeps.evidence import WallClock
-
     clock = WallClock(str(tmp_path), "wisca")
     assert clock.total() == 0.0
     clock.add(90.5)
@@ -115,7 +115,6 @@ def test_a_protocol_stopped_midway_and_resumed_reports_both_calls_wall_time(tmp_
     """A first call stopped after its first stage leaves no provenance but keeps its time; the call that
     finishes the grid records the sum, not only its own part."""
     import sweeps.ablate
-    import sweeps.evidence as evidence
     from analysis.provenance import read_provenance
 
     specs = tmp_path / "specs"
@@ -123,7 +122,7 @@ def test_a_protocol_stopped_midway_and_resumed_reports_both_calls_wall_time(tmp_
     (specs / "smoke.yaml").write_text(
         "preset: smoke\nblocks:\n  - {arms: [baseline, no_decay], seeds: [0]}\n"
         "  - {arms: [no_decay], seeds: [1], stage: below}\n")
-    monkeypatch.setattr(evidence, "SPEC_DIR", specs)
+    monkeypatch.setattr(protocol_file, "SPEC_DIR", specs)
     results = tmp_path / "results"
     argv = ["papers=smoke", "stages=headline,below", f"runs_dir={tmp_path / 'runs'}", f"results_dir={results}",
             f"ledger={tmp_path / 'RESULTS.md'}", "trainer.max_steps=6", "workers=1"]
@@ -135,15 +134,15 @@ def test_a_protocol_stopped_midway_and_resumed_reports_both_calls_wall_time(tmp_
         return real(argvs) if len(calls) == 1 else 128 + 15  # SIGTERM during the second stage's launch
 
     monkeypatch.setattr(sweeps.ablate, "run_together", stopped_in_the_second_stage)
-    assert evidence.main(argv) == 143
+    assert main(argv) == 143
     assert len(calls[0]) == 1 and len(calls[1]) == 1  # one launch per stage
     assert read_provenance(results / "smoke") is None
-    first = evidence.WallClock(str(tmp_path / "runs"), "smoke").total()
+    first = WallClock(str(tmp_path / "runs"), "smoke").total()
     assert first > 0
 
     monkeypatch.setattr(sweeps.ablate, "run_together", real)
     started = __import__("time").time()
-    assert evidence.main(argv) == 0
+    assert main(argv) == 0
     second = __import__("time").time() - started
     record = read_provenance(results / "smoke")
     assert first < record["wall_time_s"] <= first + second
@@ -179,10 +178,8 @@ def test_the_headline_stage_runs_unless_the_other_rungs_are_asked_for() -> None:
 
 
 def test_a_block_with_an_unknown_stage_is_one_sentence(tmp_path: Path, monkeypatch) -> None:
-    import sweeps.evidence as evidence
-
     (tmp_path / "odd.yaml").write_text("preset: smoke\nblocks:\n  - {arms: [baseline], seeds: [0], stage: huge}\n")
-    monkeypatch.setattr(evidence, "SPEC_DIR", tmp_path)
+    monkeypatch.setattr(protocol_file, "SPEC_DIR", tmp_path)
     with pytest.raises(ConfigError, match="block 1 has stage 'huge'; the stages are headline, below, scale"):
         load_spec("odd")
 
@@ -190,19 +187,15 @@ def test_a_block_with_an_unknown_stage_is_one_sentence(tmp_path: Path, monkeypat
 def test_a_cell_in_two_blocks_is_one_sentence(tmp_path: Path, monkeypatch) -> None:
     """A stage's blocks run as one launch, where a cell runs once: the overlap is refused when the spec is read,
     not when the stage is reached."""
-    import sweeps.evidence as evidence
-
     (tmp_path / "odd.yaml").write_text("preset: smoke\nblocks:\n  - {arms: [baseline, no_decay], seeds: [0, 1]}\n"
                                        "  - {arms: [no_decay], seeds: [1, 2]}\n")
-    monkeypatch.setattr(evidence, "SPEC_DIR", tmp_path)
+    monkeypatch.setattr(protocol_file, "SPEC_DIR", tmp_path)
     with pytest.raises(ConfigError, match="runs `no_decay` seed 1 in blocks 1 and 2; list each cell once"):
         load_spec("odd")
 
 
 def test_finetune_eval_needs_a_recipe_and_known_tasks_before_any_run(tmp_path: Path, monkeypatch) -> None:
-    import sweeps.evidence as evidence
-
-    monkeypatch.setattr(evidence, "SPEC_DIR", tmp_path)
+    monkeypatch.setattr(protocol_file, "SPEC_DIR", tmp_path)
     (tmp_path / "alone.yaml").write_text("preset: smoke\nfinetune_eval: [local]\nblocks:\n  - {arms: [baseline], seeds: [0]}\n")
     with pytest.raises(ConfigError, match="finetune_eval is a list of tasks for the fine-tuned models, so it needs"):
         load_spec("alone")
@@ -215,28 +208,46 @@ def test_finetune_eval_needs_a_recipe_and_known_tasks_before_any_run(tmp_path: P
 
 
 def test_an_arm_both_run_and_left_to_ablate_is_one_sentence(tmp_path: Path, monkeypatch) -> None:
-    import sweeps.evidence as evidence
-
     (tmp_path / "odd.yaml").write_text("preset: smoke\nablation_only: [baseline]\n"
                                        "blocks:\n  - {arms: [baseline], seeds: [0]}\n")
-    monkeypatch.setattr(evidence, "SPEC_DIR", tmp_path)
+    monkeypatch.setattr(protocol_file, "SPEC_DIR", tmp_path)
     with pytest.raises(ConfigError, match="lists baseline under ablation_only and in a block"):
         load_spec("odd")
 
 
-def test_no_evidence_arm_restates_an_arm_it_could_extend() -> None:
-    """An evidence arm equal to its conf/arm/<paper>/ namesake, or to its own tiny-rung arm apart from the
-    model and the arm's name, extends it (`defaults: [/arm/...]`) instead of saying it again."""
-    def body(path: Path) -> list[str]:
-        return [line for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+def test_no_protocol_arm_restates_an_arm_it_could_extend() -> None:
+    """A protocol arm whose cells would compose to the config of its conf/arm/<paper>/ namesake (under the
+    protocol's preset, with the protocol's name) extends that file (`extends:`) instead of saying it again."""
+    from lit_modules.config.identity import identity_of
+    from lit_modules.tracking.repro import config_hash
 
-    restated = []
-    for path in sorted((CONF_DIR / "arm" / "evidence").glob("*/*.yaml")):
-        base = CONF_DIR / "arm" / path.parent.name / path.name
-        if base.is_file() and body(base) == body(path):
-            restated.append(f"{path.parent.name}/{path.stem} restates conf/arm/{path.parent.name}/{path.name}")
-        family, _, rung = path.stem.partition("@")
-        tiny = path.with_name(f"{family}.yaml")
-        if rung.startswith("x") and tiny.is_file():
-            assert f"  - /arm/evidence/{path.parent.name}/{family}" in body(path), f"{path.stem} should extend {family}"
-    assert not restated, restated
+    def hash_of(words: list[str]) -> str:
+        cfg = validate(compose_run_config(words))
+        return config_hash(identity_of(OmegaConf.to_container(cfg, resolve=True)))
+
+    restated, checked = [], 0
+    for paper in PAPERS:
+        spec = load_spec(paper)
+        for name, arm in spec.arms.items():
+            twin = CONF_DIR / "arm" / paper / f"{name}.yaml"
+            if arm.extends or not twin.is_file():
+                continue
+            checked += 1
+            mine = hash_of([f"experiment={spec.preset}", *spec.arm_words(name)])
+            if mine == hash_of([f"experiment={spec.preset}", f"+arm={paper}/{name}", f"ablation.arm={name}"]):
+                restated.append(f"{paper}: `{name}` restates conf/arm/{paper}/{name}.yaml")
+    assert checked >= 5 and not restated, restated
+
+
+def test_no_arm_file_only_sets_the_model_size() -> None:
+    """Arms at rungs are generated from the protocol (`<arm>@<rung>`): no file per rung in conf/arm/."""
+    sizes = []
+    for path in sorted((CONF_DIR / "arm").rglob("*.yaml")):
+        node = OmegaConf.to_container(OmegaConf.load(path)) or {}
+        defaults = [d for d in node.get("defaults") or [] if d != "_self_"]
+        model = [d for d in defaults if isinstance(d, dict) and "override /model" in d]
+        extends = [d for d in defaults if isinstance(d, str) and d.startswith("/arm/")]
+        settings = {k for k in node if k not in ("defaults", "ablation")}
+        if model and len(model) + len(extends) == len(defaults) and not settings:
+            sizes.append(str(path.relative_to(CONF_DIR)))
+    assert not (CONF_DIR / "arm" / "evidence").exists() and not sizes, sizes

@@ -4,7 +4,8 @@ of no runs)."""
 
 import pytest
 
-from sweeps.evidence import is_dry_run, main
+from sweeps.evidence.args import is_dry_run
+from sweeps.evidence.driver import main
 
 
 def test_a_dry_run_validates_the_protocol_and_leaves_store_results_and_ledger_alone(

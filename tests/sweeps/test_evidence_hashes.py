@@ -1,49 +1,72 @@
 """Committed results keep their meaning: every committed cell of every protocol (each run of
-results/<paper>/data/runs.csv: test cells, learning-rate tuning cells, fine-tune tuning bases) composes,
-through the evidence driver's own path, to the config hash it recorded. A change to a protocol's files that
-changed a cell's config would make the driver run it again instead of finding it finished."""
+results/<paper>/data/runs.csv: test cells, learning-rate tuning cells, fine-tune tuning bases) is a cell the
+protocol's plan makes, and it composes, as the launcher composes it, to the config hash it recorded. A change
+to a protocol that changed a cell's config would make the driver run it again instead of finding it finished.
+The checks_sha256 of what each protocol declares stays what it was before protocols became one file."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
 import pytest
 
-from sweeps import lr_tuning
-from sweeps.ablate import _config_hash, parse_args, read_grid, validate_cells
-from sweeps.evidence import Block, EvidenceArgs, block_argv, load_spec
-from sweeps.finetune_tuning import tuning_blocks
+from sweeps.ablate import _config_hash, validate_cells
+from sweeps.evidence import plan
+from sweeps.evidence.args import EvidenceArgs
+from sweeps.evidence.declared import declared_checks
+from sweeps.evidence.protocol_file import load_spec
+from sweeps.evidence.spec import Block
 from tests.helpers.committed_cells import PAPERS, committed_cells, split_kind
+from tests.helpers.runs import REPO
 
 
-def _extra(spec, arm: str, kind: str, rate_of) -> tuple[str, list[str]]:
-    """(the protocol arm, the overrides the driver adds) for a committed cell of this kind."""
+def planned(spec, cell) -> plan.Cell:
+    """The plan's cell for a committed one: a test cell (a tuned arm's at the rate it ran at), a tuning cell
+    at its rate, or a fine-tune tuning base."""
+    arm, kind = split_kind(cell.arm) if cell.arm not in spec.arms else (cell.arm, "test")
     if kind == "lr":
         tuning = next(t for t in spec.lr_tuning if arm in t.arms)
-        return arm, lr_tuning.tuning_overrides(tuning, arm, (rate_of(tuning.key),))
-    if kind == "ft":
-        (arms, _, extra), = [b for b in tuning_blocks(spec.finetune_lr_tuning) if b[0] == (arm,)]
-        return arm, extra
-    tuned = {a: t.key for t in spec.lr_tuning for a in t.arms}
-    return arm, [f"{tuned[arm]}={rate_of(tuned[arm])!r}"] if arm in tuned else []
+        made = plan.lr_tuning_cells(spec, [(tuning, arm, (cell.rate(tuning.key),), (cell.seed,))])
+    elif kind == "ft":
+        made = [c for c in plan.finetune_tuning_bases(spec) if c.name == cell.arm and c.seed == cell.seed]
+    else:
+        chosen = {arm: cell.rate(t.key) for t in spec.lr_tuning if arm in t.arms}
+        made = plan.block_cells(spec, [Block((arm,), (cell.seed,))], chosen)
+    [one] = made
+    assert (one.name, one.seed) == (cell.arm, cell.seed)
+    return one
 
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_every_committed_cell_composes_to_its_recorded_config_hash(paper: str) -> None:
     spec = load_spec(paper)
     cells = committed_cells(paper)
-    by_call = defaultdict(list)  # one composition per (arm, overrides); the seed is set on it, as the driver does
+    by_config = defaultdict(list)  # one composition per cell config; the seed is set on it, as the launcher does
     for cell in cells:
-        arm, kind = split_kind(cell.arm)
-        arm, extra = _extra(spec, arm, kind, cell.rate)
-        by_call[(arm, tuple(extra))].append(cell)
+        one = planned(spec, cell)
+        by_config[(one.name, one.words)].append(cell)
     wrong = []
-    for (arm, extra), group in by_call.items():
-        grid = parse_args(block_argv(spec, Block((arm,), tuple(sorted({c.seed for c in group}))), EvidenceArgs())
-                          + list(extra))
-        read_grid(grid)
-        validate_cells(grid)
+    for (name, words), group in by_config.items():
+        seeds = sorted({c.seed for c in group})
+        [grid] = plan.launch_grids(spec, [plan.Cell(name, s, words) for s in seeds], EvidenceArgs())
+        validate_cells(grid)  # what the launcher does with the grid: compose, validate, hash every cell
+        recorded = {_config_hash(grid.first_config.copy(), str(s)) for s in seeds}
+        assert recorded <= grid.cell_hashes
         wrong += [f"{c.arm} seed {c.seed}" for c in group
                   if _config_hash(grid.first_config.copy(), str(c.seed)) != c.config_hash]
     assert not wrong, f"{len(wrong)} of {len(cells)} committed cells of {paper} compose to another hash: {wrong[:10]}"
     assert len(cells) > 90
+
+
+RECORDED_CHECKS = json.loads((REPO / "tests/assets/protocol_checks_sha256.json").read_text())
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_what_a_protocol_declares_keeps_its_checks_hash(paper: str) -> None:
+    """Recorded from the protocols before they became one file; equal to the committed provenance's hash
+    for the protocols unchanged since their cells ran (mols, wd_plasticity, wisca)."""
+    assert declared_checks(load_spec(paper))["checks_sha256"] == RECORDED_CHECKS[paper]
+    provenance = json.loads((REPO / "results" / paper / "provenance.json").read_text())
+    if paper in ("mols", "wd_plasticity", "wisca"):
+        assert provenance["checks_sha256"] == RECORDED_CHECKS[paper]

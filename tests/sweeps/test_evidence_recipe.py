@@ -4,7 +4,13 @@ CPU-ladder model) runs as its family arm, and the CPU ladder's other stages are 
 import pytest
 
 from lit_modules.config.errors import ConfigError
-from sweeps.evidence import Block, EvidenceSpec, at_recipe, check_all, load_spec, main, parse_args, recipe_named
+from sweeps.evidence.args import parse_args, recipe_named
+from sweeps.evidence.driver import at_recipe, main
+from sweeps.evidence.plan import check_all
+from sweeps.evidence.protocol_file import load_spec
+from sweeps.evidence.spec import Arm, Block, EvidenceSpec, Rung
+
+RUNGS = {r: Rung(r, m) for r, m in (("x0.25", "tiny_quarter"), ("x0.5", "tiny_half"), ("x4", "tiny_x4"))}
 
 AT_RECIPE = ["papers=wd_plasticity", "recipe=llama_271m", "trainer=gpu", "dry_run=true"]
 OWN_DIRS = ["runs_dir=runs_271m", "results_dir=results_271m", "ledger=results_271m/RESULTS.md"]
@@ -34,12 +40,13 @@ def test_variants_that_are_not_sizes_are_kept() -> None:
     headline = load_spec("wisca").in_stages(["headline"])
     assert headline.at_recipe_size("gpt2_124m").blocks == headline.blocks  # @tpp1.3 is the paper's budget, not a size
     # A size rung under that condition is the condition's arm at the recipe's size.
-    spec = EvidenceSpec("toy", "evidence/toy", (Block(("g8_origin@tpp1.3@x4", "g8_origin@x0.25@lr3e-3"), (0,)),))
+    spec = EvidenceSpec("toy", "evidence/toy", (Block(("g8_origin@tpp1.3@x4", "g8_origin@x0.25@lr3e-3"), (0,)),),
+                        arms={"g8_origin": Arm("g8_origin"), "g8_origin@tpp1.3": Arm("g8_origin@tpp1.3")}, rungs=RUNGS)
     assert spec.at_recipe_size("llama_1b").blocks[0].arms == ("g8_origin@tpp1.3", "g8_origin@x0.25@lr3e-3")
 
 
 def test_a_rung_arm_and_its_family_arm_on_the_same_seed_are_refused() -> None:
-    spec = EvidenceSpec("toy", "evidence/toy", (Block(("a", "a@x0.5"), (0, 1)),))
+    spec = EvidenceSpec("toy", "evidence/toy", (Block(("a", "a@x0.5"), (0, 1)),), arms={"a": Arm("a")}, rungs=RUNGS)
     with pytest.raises(ConfigError, match="would run `a` seed 0, `a` seed 1 twice"):
         spec.at_recipe_size("llama_1b")
 

@@ -8,9 +8,11 @@ import pytest
 
 from analysis.finetune_lr_tuning import tuning_base_arm, tuning_runs
 from analysis.lr_tuning import LrTuning, chosen_rates, tuning_table
-from sweeps import evidence
+from sweeps.evidence import protocol_file
+from sweeps.evidence.declared import declared_checks
+from sweeps.evidence.driver import main
+from sweeps.evidence.protocol_file import load_spec
 from tests.helpers.protocols import assert_refused_before_any_cell
-from sweeps.evidence import declared_checks, load_spec
 
 RECIPE = "finetune: python_docs\n"
 BLOCKS = "blocks:\n  - {arms: [baseline, no_decay], seeds: [0, 1]}\n"
@@ -108,12 +110,12 @@ def test_a_protocol_tunes_each_arms_finetune_rate_on_tuning_bases_and_fine_tunes
     (specs / "smoke.yaml").write_text("preset: smoke\nfinetune: python_docs\nblocks:\n"
                                       "  - {arms: [baseline, no_decay], seeds: [0, 1]}\n"
                                       "finetune_lr_tuning: {grid: [1e-4, 3e-2], tuning_seeds: [100]}\n")
-    monkeypatch.setattr(evidence, "SPEC_DIR", specs)
+    monkeypatch.setattr(protocol_file, "SPEC_DIR", specs)
     results = tmp_path / "results"
     argv = ["papers=smoke", f"runs_dir={tmp_path / 'runs'}", f"results_dir={results}",
             f"ledger={tmp_path / 'RESULTS.md'}", "trainer.max_steps=6", "finetune.steps=4",
             "finetune.val_every_n_steps=2", "workers=2"]
-    assert evidence.main(argv) == 0
+    assert main(argv) == 0
     data = read_results_data(results / "smoke")
     assert sorted(set(data.finished["arm"])) == ["baseline", "baseline@ft_tuning", "no_decay", "no_decay@ft_tuning"]
     assert data.arms == ["baseline", "no_decay"]  # the tuning bases are in no comparison
@@ -134,6 +136,6 @@ def test_a_protocol_tunes_each_arms_finetune_rate_on_tuning_bases_and_fine_tunes
     report = (results / "smoke" / "report.md").read_text()
     assert "lr_tuning.png" in report and "finetune.lr" in report
     # Resumed: nothing runs again, the choice and the report stay as they were.
-    assert evidence.main(argv) == 0
+    assert main(argv) == 0
     assert len(read_results_data(results / "smoke").finetunes) == len(data.finetunes)
     assert (results / "smoke" / "report.md").read_text() == report

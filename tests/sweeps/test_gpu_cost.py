@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeps.evidence import load_spec
+from sweeps.evidence.protocol_file import load_spec
 from sweeps.gpu_cost import main, protocol_cells
 
 

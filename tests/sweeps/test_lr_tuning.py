@@ -1,15 +1,19 @@
 """The evidence protocol's learning-rate tuning: refused declarations, the provenance's declared seeds and
-grids, the test cells' calls, and one protocol run end to end on the smoke preset."""
+grids, the test and tuning cells, and one protocol run end to end on the smoke preset."""
 
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from sweeps import evidence
+from analysis.lr_tuning import LrTuning
+from sweeps.evidence import protocol_file
+from sweeps.evidence.declared import declared_checks
+from sweeps.evidence.driver import main
+from sweeps.evidence.plan import block_cells, lr_tuning_cells
+from sweeps.evidence.protocol_file import load_spec
+from sweeps.evidence.spec import Arm, Block, EvidenceSpec, Rung
 from tests.helpers.protocols import assert_refused_before_any_cell
-from sweeps.evidence import Block, declared_checks, load_spec
-from sweeps.lr_tuning import block_calls
 
 BLOCKS = "blocks:\n  - {arms: [baseline, no_decay], seeds: [0, 1]}\n"
 TUNED = "lr_tuning: {arms: [baseline, no_decay], grid: [1e-3, 3e-3], tuning_seeds: [100, 101]}\n"
@@ -43,14 +47,14 @@ def test_a_bad_grid_is_one_sentence_and_exit_2_before_any_cell(protocol, tmp_pat
 
 def test_a_command_line_rate_would_override_the_tuned_ones_and_is_refused(protocol, tmp_path, capsys) -> None:
     paper = protocol(BLOCKS + TUNED)
-    assert evidence.main([f"papers={paper}", f"runs_dir={tmp_path / 'runs'}", "optim.lr=0.01"]) == 2
+    assert main([f"papers={paper}", f"runs_dir={tmp_path / 'runs'}", "optim.lr=0.01"]) == 2
     assert "optim.lr=0.01 on the command line would set every cell's rate, but conf/evidence/odd.yaml tunes " \
            "each arm's own (lr_tuning); drop it." in capsys.readouterr().err
 
 
 def test_a_muon_rate_grid_on_an_arm_without_muon_is_refused(protocol, tmp_path, capsys) -> None:
     paper = protocol(BLOCKS + TUNED.replace("}", ", key: optim.muon_lr}"))
-    assert evidence.main([f"papers={paper}", f"runs_dir={tmp_path / 'runs'}"]) == 2
+    assert main([f"papers={paper}", f"runs_dir={tmp_path / 'runs'}"]) == 2
     assert "lr_tuning tunes optim.muon_lr of `baseline`, which trains with adamw, not Muon: that grid would tune " \
            "nothing." in capsys.readouterr().err
 
@@ -68,30 +72,41 @@ def test_the_provenance_hash_covers_the_declared_seeds_and_grids(protocol) -> No
     assert len(hashes) == 4
 
 
-def test_tuned_arms_run_alone_at_their_own_rate_and_an_arm_without_one_not_at_all() -> None:
-    block = Block(("a", "b", "c"), (0, 1))
-    tuned = {"a": "optim.lr", "b": "optim.muon_lr"}
-    assert block_calls(block, tuned, {"a": 3e-3}) == [(("c",), []), (("a",), ["optim.lr=0.003"])]
-    assert block_calls(block, tuned, {"b": 0.02})[1] == (("b",), ["optim.muon_lr=0.02"])
-    assert block_calls(block, {}, {}) == [(("a", "b", "c"), [])]
+SPEC = EvidenceSpec("toy", "smoke", (Block(("a", "b", "c"), (0, 1)),),
+                    lr_tuning=(LrTuning(("a",), (1e-3, 3e-3), (100,)),
+                               LrTuning(("b",), (1e-2, 2e-2), (100,), key="optim.muon_lr")),
+                    arms={"a": Arm("a"), "b": Arm("b", ("optim=muon",)), "c": Arm("c", extends="smoke/no_decay"),
+                          "m": Arm("m", ("optim=muon",))},
+                    rungs={"x0.5": Rung("x0.5", "tiny_half")})
+
+
+def test_tuned_arms_run_at_their_own_rate_and_an_arm_without_one_not_at_all() -> None:
+    cells = {(c.name, c.seed): c.words for c in block_cells(SPEC, SPEC.blocks, {"a": 3e-3})}
+    assert cells[("a", 1)] == ("ablation.arm=a", "optim.lr=0.003")
+    assert cells[("c", 0)] == ("+arm=smoke/no_decay", "ablation.arm=c")  # untuned: as declared
+    assert ("b", 0) not in cells  # tuned, and no rate chosen: its test cells do not run
+    assert {(c.name, c.words[-1]) for c in block_cells(SPEC, SPEC.blocks, {"b": 0.02})} >= {("b", "optim.muon_lr=0.02")}
+    assert len(block_cells(SPEC, SPEC.blocks)) == 6  # the dry run: every cell as declared, no rate
 
 
 def test_an_arms_tuning_cells_are_one_launch_unless_a_resume_left_only_some_of_them() -> None:
-    from analysis.lr_tuning import LrTuning
-    from sweeps.lr_tuning import launches, tuning_overrides
+    from sweeps.lr_tuning import launches
 
     todo = pd.DataFrame([{"arm": arm, "rate": rate, "seed": seed} for arm in ("a", "b") for rate in (1e-3, 3e-3)
                          for seed in (100, 101)])
     assert launches(todo) == [("a", (1e-3, 3e-3), (100, 101)), ("b", (1e-3, 3e-3), (100, 101))]
     partial = todo.drop(index=[0])  # a@1e-3 on seed 100 finished before the stop: the rest of a, by rate
     assert launches(partial) == [("a", (1e-3,), (101,)), ("a", (3e-3,), (100, 101)), ("b", (1e-3, 3e-3), (100, 101))]
-    muon = LrTuning(("m",), (5e-3, 1e-2), (100,), key="optim.muon_lr")
-    assert tuning_overrides(muon, "m@x0.5", (5e-3, 1e-2)) == [
-        "optim.muon_lr=0.005,0.01", "ablation.arm='m@x0.5@lr${rate_text:${optim.muon_lr}}'"]
+    muon = LrTuning(("m@x0.5",), (5e-3, 1e-2), (100,), key="optim.muon_lr")
+    cells = lr_tuning_cells(SPEC, [(muon, "m@x0.5", (5e-3, 1e-2), (100,))])
+    assert [(c.name, c.seed, c.words) for c in cells] == [
+        ("m@x0.5@lr5e-3", 100, ("optim=muon", "model=tiny_half", "ablation.arm=m@x0.5@lr5e-3", "optim.muon_lr=0.005")),
+        ("m@x0.5@lr1e-2", 100, ("optim=muon", "model=tiny_half", "ablation.arm=m@x0.5@lr1e-2", "optim.muon_lr=0.01"))]
 
 
 def test_a_stage_keeps_only_its_own_grids(protocol) -> None:
-    spec = load_spec(protocol(BLOCKS + "  - {arms: [baseline@x4], seeds: [0], stage: scale}\n" + TUNED))
+    spec = load_spec(protocol("rungs: {x4: tiny_x4}\n" + BLOCKS + "  - {arms: [baseline@x4], seeds: [0], stage: scale}\n"
+                              + TUNED))
     assert spec.in_stages(["scale"]).lr_tuning == () and spec.in_stages(["headline"]).lr_tuning == spec.lr_tuning
     assert spec.stage_tunings("headline") == list(spec.lr_tuning) and spec.stage_tunings("scale") == []
     assert spec.cells_to_tune() == 8 and "no_decay@lr3e-3" in spec.tuning_cells()
@@ -106,11 +121,11 @@ def test_a_protocol_tunes_each_arms_rate_on_its_tuning_seed_and_tests_at_it(tmp_
     specs.mkdir()
     (specs / "smoke.yaml").write_text("preset: smoke\nblocks:\n  - {arms: [baseline, no_decay], seeds: [0]}\n"
                                       "lr_tuning: {arms: [baseline, no_decay], grid: [1e-3, 3e-2], tuning_seeds: [100]}\n")
-    monkeypatch.setattr(evidence, "SPEC_DIR", specs)
+    monkeypatch.setattr(protocol_file, "SPEC_DIR", specs)
     results = tmp_path / "results"
     argv = ["papers=smoke", f"runs_dir={tmp_path / 'runs'}", f"results_dir={results}",
             f"ledger={tmp_path / 'RESULTS.md'}", "trainer.max_steps=6", "workers=2"]
-    assert evidence.main(argv) == 0
+    assert main(argv) == 0
     runs = read_results_data(results / "smoke").finished
     tuning = runs[runs["arm"].str.contains("@lr")]
     test = runs[~runs["arm"].str.contains("@lr")]
@@ -129,6 +144,6 @@ def test_a_protocol_tunes_each_arms_rate_on_its_tuning_seed_and_tests_at_it(tmp_
     report = (results / "smoke" / "report.md").read_text()
     assert "![" in report and "lr_tuning.png" in report
     # Resumed: no tuning cell runs again, the choice and the report stay as they were.
-    assert evidence.main(argv) == 0
+    assert main(argv) == 0
     assert len(read_results_data(results / "smoke").runs) == len(runs)
     assert (results / "smoke" / "report.md").read_text() == report

@@ -74,7 +74,7 @@ def _cell(arm_option: str, rung: str, arm_name: str):
 def test_one_arm_file_composes_at_two_rungs():
     """The gated recipe arm of small init, one arm file, at the smallest and the largest rung: the rung gives
     the size, the arm its technique (the gate, eps, gamma), the budget is 20 x the plain rung."""
-    small, large = (_cell("evidence/small_init/small_eps_gate", rung, "small_eps_gate") for rung in ("l2", "l6"))
+    small, large = (_cell("small_init/small_eps_gate", rung, "small_eps_gate") for rung in ("l2", "l6"))
     for checked, (layers, width, tokens) in ((small, (2, 32, 535_680)), (large, (6, 96, 14_401_920))):
         cfg = checked.config
         assert (cfg.model.n_layers, cfg.model.d_model, cfg.model.n_heads) == (layers, width, layers)
@@ -84,7 +84,7 @@ def test_one_arm_file_composes_at_two_rungs():
         assert checked.budget.total_tokens == tokens // 2048 * 2048
     assert small.config.ablation.arm == "small_eps_gate@l2" and large.config.ablation.arm == "small_eps_gate@l6"
     # the gate's weights are counted but do not change the budget: the reference trains on the same tokens
-    reference = _cell("evidence/small_init/baseline", "l6", "baseline")
+    reference = _cell("small_init/baseline", "l6", "baseline")
     assert reference.budget.total_tokens == large.budget.total_tokens
     assert reference.budget.params_non_embedding < large.budget.params_non_embedding
     hashes = {repro.config_hash(identity_of(OmegaConf.to_container(c.config, resolve=True)))
@@ -99,7 +99,7 @@ def test_a_rung_is_a_model_option_like_any_preset():
 
 def test_unknown_rung_is_refused_in_one_sentence():
     with pytest.raises(ConfigError) as refused:
-        arm_at_rung("evidence/small_init/baseline", "l9", "baseline")
+        arm_at_rung("small_init/baseline", "l9", "baseline")
     assert_one_sentence(str(refused.value))
     assert "l9" in str(refused.value) and "l2, l3, l4, l6" in str(refused.value)
     with pytest.raises(ConfigError):

@@ -11,8 +11,8 @@ from lit_modules.config import files
 from lit_modules.config.composition import compose_run_config
 from lit_modules.config.validate import validated
 from lit_modules.train import run
-from sweeps.ablate import Grid, read_grid, validate_cells
-from sweeps.evidence import load_spec
+from sweeps.ablate import Grid, arm_words, read_grid, validate_cells
+from sweeps.evidence.protocol_file import load_spec
 
 RECIPES = files.options("recipe")
 # The plain presets (CPU-scale steps) and the evidence presets (CPU-scale TPP protocols); wd_plasticity's arms
@@ -61,9 +61,9 @@ def test_every_paper_preset_composes_with_a_recipe(preset: str) -> None:
     read_grid(grid)
     validate_cells(grid)
     arm = grid.arms[0]
-    cfg = validated(compose_run_config([f"experiment={preset}", f"+arm={arm}", *grid.overrides])).config
+    cfg = validated(compose_run_config([f"experiment={preset}", *arm_words(grid, arm), *grid.overrides])).config
     # An arm keeps its own tokenizer over the recipe, as it keeps its optimizer and regime (MoLS's BPE arms).
-    own = compose_run_config([f"experiment={preset}", f"+arm={arm}"]).tokenizer.kind
+    own = compose_run_config([f"experiment={preset}", *arm_words(grid, arm)]).tokenizer.kind
     wanted = own if own != "byte" else "pretrained"
     assert (cfg.model.name, cfg.data.seq_len, cfg.tokenizer.kind) == ("llama_271m", 2048, wanted)
     assert cfg.trainer.accumulate_grad_batches * 16 * 2048 == 524_288  # one GPU: the recipe's batch by accumulation
@@ -75,7 +75,7 @@ def test_an_arm_keeps_its_own_optimizer_and_regime_over_the_recipe() -> None:
     muon = compose_run_config(["experiment=pc_layer", "+arm=pc_layer/muon_pc2", "recipe=llama_1b"])
     assert (muon.optim.name, muon.optim.lr, muon.optim.muon_lr) == ("muon", 2.0e-4, 1.0e-3)
     assert muon.techniques.pc_layer is not None
-    late = compose_run_config(["experiment=evidence/wd_plasticity", "+arm=evidence/wd_plasticity/tpp140_wd0.3",
+    late = compose_run_config(["experiment=evidence/wd_plasticity", *load_spec("wd_plasticity").arm_words("tpp140_wd0.3"),
                                "recipe=gpt2_124m"])
     assert (late.regime.name, late.schedule.name, late.optim.weight_decay) == ("tpp140", "wsd", 0.3)
     assert late.tokenizer.kind == "pretrained"  # the preset's byte tokenizer gives way to the recipe's
