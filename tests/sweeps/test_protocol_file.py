@@ -46,6 +46,24 @@ def test_a_cell_is_its_arm_its_rung_and_a_derived_name(protocol) -> None:
     assert validate(compose_run_config(["experiment=smoke", *spec.arm_words("kept")])).optim.weight_decay == 0.0
 
 
+def test_the_documented_minimal_protocol_loads_and_dry_runs(protocol, tmp_path, capsys) -> None:
+    """docs/evidence.md's first example, its trick and preset made real (smoke, no weight decay)."""
+    from sweeps.evidence.driver import main
+    from tests.helpers.runs import REPO
+
+    page = (REPO / "docs" / "evidence.md").read_text()
+    example = page.split("```yaml\n", 1)[1].split("```", 1)[0]
+    text = example.replace("preset: mytrick", "preset: smoke").replace("[mytrick=on]", "[optim.weight_decay=0.0]")
+    assert text != example and "preset: smoke" in text
+    paper = protocol("")
+    (tmp_path / f"{paper}.yaml").write_text(text)
+    spec = load_spec(paper)
+    assert spec.blocks[1].arms == ("base@x4", "trick@x4") and spec.budgets == {"headline": 30.0}
+    assert main([f"papers={paper}", "stages=headline,scale", "dry_run=true", f"runs_dir={tmp_path / 'runs'}"]) == 0
+    assert "[odd] dry run: 20 cells and 12 tuning cells" in capsys.readouterr().out
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_ladder_rung_composes_as_the_ladder_model(protocol) -> None:
     spec = load_spec(protocol(ARMS + "blocks:\n  - {arms: [trick@l2], seeds: [0]}\n"))
     cfg = validate(compose_run_config(["experiment=smoke", *spec.arm_words("trick@l2")]))
