@@ -6,7 +6,7 @@ two at any depth), so a step makes the same number of torch calls at 6 layers as
 made ~65 per matrix, which on a GPU are as many kernel launches).
 
 Forward: `batch_by_shape(model)` (the technique calls it) registers a pre-hook and a hook on the model. The
-pre-hook computes every group's effective weights in one stacked computation (`stacked.stacked_effective`) and
+pre-hook computes every group's effective weights in one stacked computation (`stacked.py`) and
 hands each parametrization its slice; `<linear>.weight` (the parametrization's forward) then returns that slice
 instead of computing its own. The hook takes the slices back when the forward ends, except in a model whose
 blocks are activation-checkpointed: a block recomputes during the backward with the very same weights, so they
@@ -26,7 +26,7 @@ from torch.nn.utils import parametrize
 
 from lit_modules.activation_checkpointing import CheckpointedForward
 from lit_modules.techniques.pc_layer.parametrization import PCParametrization, pc_modules, raw_weight
-from lit_modules.techniques.pc_layer.stacked import is_flipped, oriented, stacked_effective
+from lit_modules.techniques.pc_layer.stacked import is_flipped, oriented, stacked_normalized, stacked_preconditioned
 
 
 @dataclass
@@ -42,13 +42,19 @@ class ShapeGroup:
         """Each member's gamma * sg(sigma) * p(W / sigma) in its own shape, differentiable in raw weights and
         gammas, from one stacked computation."""
         pc, tall = self.pcs[0], self.tall
+        wn, sigma = self._normalized()
+        gamma = torch.stack([p.gamma for p in self.pcs]) if pc.gamma is not None else None
+        stacked = stacked_preconditioned(wn, sigma, gamma, pc.level, pc.recover_norm)
+        # One unbind (its backward stacks the members' gradients once); the wide ones as transposed views.
+        return [e if k < tall else e.mT for k, e in enumerate(stacked.unbind(0))]
+
+    def _normalized(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(W / sigma, sigma) of the stacked raw weights; the stack itself is freed when this returns."""
+        tall = self.tall
         w = oriented([raw_weight(m) for m in self.modules], tall)
         u = torch.stack([p.u if k < tall else p.v for k, p in enumerate(self.pcs)])  # w's left vectors
         v = torch.stack([p.v if k < tall else p.u for k, p in enumerate(self.pcs)])
-        gamma = torch.stack([p.gamma for p in self.pcs]) if pc.gamma is not None else None
-        stacked = stacked_effective(w, u, v, gamma, pc.level, pc.eps, pc.recover_norm)
-        # One unbind (its backward stacks the members' gradients once); the wide ones as transposed views.
-        return [e if k < tall else e.mT for k, e in enumerate(stacked.unbind(0))]
+        return stacked_normalized(w, u, v, self.pcs[0].eps)
 
 
 def _forward_key(module: nn.Module, pc: PCParametrization) -> tuple:

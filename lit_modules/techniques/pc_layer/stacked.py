@@ -90,6 +90,27 @@ class _Normalized(torch.autograd.Function):
         return grad_w, grad_sigma
 
 
+def stacked_normalized(
+    w: torch.Tensor, u: torch.Tensor, v: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(W / sigma, sigma) per matrix, differentiable in W; only these are kept, W itself can go."""
+    sigma = stacked_sigma(w, u, v, eps)
+    return _Normalized.apply(w, sigma), sigma
+
+
+def stacked_preconditioned(
+    wn: torch.Tensor, sigma: torch.Tensor, gamma: torch.Tensor | None, level: int, recover_norm: bool
+) -> torch.Tensor:
+    """gamma * sg(sigma) * p(W / sigma) from W / sigma. The factor gamma * sg(sigma) multiplies the polynomial's
+    small side (`odd_matrix_polynomial(scale=)`), so the only full-size tensors kept for the backward are
+    W / sigma and the result."""
+    scale = sigma.detach() if recover_norm else None
+    if gamma is not None:
+        gamma = _like(gamma, sigma).view(-1, 1, 1)
+        scale = gamma if scale is None else scale * gamma
+    return odd_matrix_polynomial(wn, level, scale)
+
+
 def stacked_effective(
     w: torch.Tensor,
     u: torch.Tensor,
@@ -99,16 +120,9 @@ def stacked_effective(
     eps: float,
     recover_norm: bool,
 ) -> torch.Tensor:
-    """(n, o, i): gamma * sg(sigma) * p(W / sigma) per matrix (no gamma when `gamma` is None).
-
-    The factor gamma * sg(sigma) multiplies the polynomial's small side (`odd_matrix_polynomial(scale=)`), so
-    the only full-size tensors kept for the backward are W / sigma and the result."""
-    sigma = stacked_sigma(w, u, v, eps)
-    scale = sigma.detach() if recover_norm else None
-    if gamma is not None:
-        gamma = _like(gamma, sigma).view(-1, 1, 1)
-        scale = gamma if scale is None else scale * gamma
-    return odd_matrix_polynomial(_Normalized.apply(w, sigma), level, scale)
+    """(n, o, i): gamma * sg(sigma) * p(W / sigma) per matrix (no gamma when `gamma` is None)."""
+    wn, sigma = stacked_normalized(w, u, v, eps)
+    return stacked_preconditioned(wn, sigma, gamma, level, recover_norm)
 
 
 @torch.no_grad()
@@ -145,4 +159,5 @@ def _unit(x: torch.Tensor, eps: float) -> torch.Tensor:
     return x / (torch.linalg.vector_norm(x, dim=1, keepdim=True) + eps)
 
 
-__all__ = ["is_flipped", "oriented", "stacked_effective", "stacked_power_iteration", "stacked_sigma"]
+__all__ = ["is_flipped", "oriented", "stacked_effective", "stacked_normalized", "stacked_power_iteration",
+           "stacked_preconditioned", "stacked_sigma"]
