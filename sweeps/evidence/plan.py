@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 from analysis.finetune_lr_tuning import tuning_base_arm
 from lit_modules.config.errors import ConfigError
 from sweeps import lr_tuning
-from sweeps.ablate import Grid, validate_cells
 from sweeps.evidence.declared import declared_checks
 from sweeps.evidence.spec import Block, EvidenceSpec
 from sweeps.finetune_tuning import load_base_recipe
 
 if TYPE_CHECKING:
+    from sweeps.ablate import Grid
     from sweeps.evidence.args import EvidenceArgs
 
 TEST, LR_TUNING, FT_TUNING = "test", "lr tuning", "fine-tune tuning base"
@@ -81,6 +81,8 @@ def finetune_tuning_bases(spec: EvidenceSpec) -> list[Cell]:
 def launch_grids(spec: EvidenceSpec, cells: list[Cell], args: EvidenceArgs) -> list[Grid]:
     """The cells as the ablation driver's grids (run together in one launch): one grid per seed set, each cell
     name a grid arm with its own overrides, the command's run overrides for every cell."""
+    from sweeps.ablate import Grid  # the launcher (MLflow, Lightning's progress lines): not on a refusal's path
+
     seeds_of: dict[str, list[int]] = defaultdict(list)
     words_of: dict[str, tuple[str, ...]] = {}
     for cell in cells:
@@ -101,6 +103,8 @@ def check_all(specs: list[EvidenceSpec], args: EvidenceArgs) -> None:
     cells at every rate, fine-tune tuning bases), no command-line rate fights a tuned one, a Muon grid tunes a
     Muon arm, the checks name the claim's metrics and the protocol's arms, and the fine-tune recipe and its
     tasks exist."""
+    from sweeps.ablate import validate_cells
+
     for spec in specs:
         lr_tuning.refuse_rate_override(args.overrides, spec.lr_tuning, spec.where)
         cells = [*block_cells(spec, spec.blocks), *all_lr_tuning_cells(spec), *finetune_tuning_bases(spec)]
