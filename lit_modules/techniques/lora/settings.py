@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from lit_modules.techniques.lora.adapter import VARIANTS
-from lit_modules.techniques.pc_layer.technique import TARGET_PATHS as PC_TARGET_PATHS
+from lit_modules.techniques.pc_layer.settings import TARGET_PATHS as PC_TARGET_PATHS
 from lit_modules.typed_settings import Bound, Listed, OneOf
 
 TARGET_PATHS = {**PC_TARGET_PATHS, "attn_gate": "attn.gate_proj"}  # q_proj ... down_proj, + the output gate

@@ -15,7 +15,6 @@ step, eps 1e-7, targets FFN (gate, up, down) + attention o_proj. Merge for infer
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 from typing import TYPE_CHECKING
 
@@ -23,27 +22,16 @@ from torch import nn
 
 from lit_modules.optim.param_groups import GroupSpec
 from lit_modules.techniques.base import Technique
-from lit_modules.techniques.registry import register
 from lit_modules.techniques.pc_layer.groups import batch_by_shape
 from lit_modules.techniques.pc_layer.merge import DEFAULT_MERGE_ITERS, merge_pc
 from lit_modules.techniques.pc_layer.parametrization import attach_pc
-from lit_modules.techniques.pc_layer.polynomials import PAPER_LEVEL_FOR_OPTIMIZER, PC_COEFFICIENTS
+from lit_modules.techniques.pc_layer.polynomials import PAPER_LEVEL_FOR_OPTIMIZER
+from lit_modules.techniques.pc_layer.settings import DEFAULT_TARGETS, TARGET_PATHS, PCLayerSettings
 
 if TYPE_CHECKING:  # Lightning loads when the refresh callback is built, not when validation asks
     import lightning as L
 
-# Target name -> module-path suffix. "gate_proj" is SwiGLU's gate; the attention output gate
-# (attn.gate_proj) is not a PC target in the paper and is not offered.
-TARGET_PATHS = {
-    "q_proj": "attn.q_proj",
-    "k_proj": "attn.k_proj",
-    "v_proj": "attn.v_proj",
-    "o_proj": "attn.o_proj",
-    "gate_proj": "mlp.gate_proj",
-    "up_proj": "mlp.up_proj",
-    "down_proj": "mlp.down_proj",
-}
-DEFAULT_TARGETS = ("gate_proj", "up_proj", "down_proj", "o_proj")  # released configs: FFN + O
+__all__ = ["DEFAULT_TARGETS", "TARGET_PATHS", "PCLayer", "is_pc_gamma"]
 GAMMA_GROUP_SUFFIX = ".pc_gamma"
 
 
@@ -51,66 +39,12 @@ def is_pc_gamma(param_name: str) -> bool:
     return ".parametrizations.weight." in param_name and param_name.endswith(".gamma")
 
 
-@register("pc_layer")
 class PCLayer(Technique):
-
-    def __init__(
-        self,
-        level: int = 4,
-        recover_norm: bool = True,
-        learnable_gamma: bool = True,
-        targets: Sequence[str] = DEFAULT_TARGETS,
-        power_iters: int = 10,
-        eps: float = 1e-7,
-        experts: bool = False,
-    ):
-        # No checks here: `problems()` reports every bad value as a sentence before any compute.
-        self.level = level
-        self.recover_norm = recover_norm
-        self.learnable_gamma = learnable_gamma
-        self.targets = (
-            [str(t) for t in targets]
-            if isinstance(targets, Sequence) and not isinstance(targets, str)
-            else targets
-        )
-        self.power_iters = power_iters
-        self.eps = eps
-        # Mixture of experts: also precondition each routed and shared expert's FFN targets (gate/up/down).
-        # Not in the conf/pc_layer files (their nodes, hence the presets' hashes, stay as they were): set it
-        # with +techniques.pc_layer.experts=true.
-        self.experts = experts
-
-    # --- validation -----------------------------------------------------------------------------
+    Settings = PCLayerSettings
+    settings: PCLayerSettings
 
     def problems(self, cfg=None, context=None) -> list[str]:
-        p: list[str] = []
-        if isinstance(self.level, bool) or self.level not in PC_COEFFICIENTS:
-            p.append(
-                f"techniques.pc_layer.level must be one of {sorted(PC_COEFFICIENTS)} (the published table), "
-                f"not {self.level}."
-            )
-        for key in ("recover_norm", "learnable_gamma", "experts"):
-            if not isinstance(getattr(self, key), bool):
-                p.append(f"techniques.pc_layer.{key} must be true or false, not {getattr(self, key)!r}.")
-        if not isinstance(self.targets, list) or not self.targets:
-            p.append(f"techniques.pc_layer.targets must be a non-empty list drawn from {', '.join(TARGET_PATHS)}.")
-        else:
-            unknown = [t for t in self.targets if t not in TARGET_PATHS]
-            if unknown:
-                p.append(
-                    f"Unknown techniques.pc_layer.targets {', '.join(unknown)}; "
-                    f"choose from {', '.join(TARGET_PATHS)}."
-                )
-            if len(set(self.targets)) != len(self.targets):
-                p.append("techniques.pc_layer.targets lists a matrix twice.")
-        if (
-            isinstance(self.power_iters, bool)
-            or not isinstance(self.power_iters, int)
-            or self.power_iters < 1
-        ):
-            p.append(f"techniques.pc_layer.power_iters must be an integer >= 1, not {self.power_iters}.")
-        if isinstance(self.eps, bool) or not isinstance(self.eps, (int, float)) or not self.eps > 0:
-            p.append(f"techniques.pc_layer.eps must be a positive number, not {self.eps}.")
+        p = self.settings_problems()
         if cfg is not None and cfg.trainer.strategy == "fsdp":
             p.append(
                 "The PC layer's power-iteration refresh needs whole weights and FSDP shards them; use ddp."
@@ -120,29 +54,31 @@ class PCLayer(Technique):
     # --- hooks ----------------------------------------------------------------------------------
 
     def _is_target(self, name: str) -> bool:
-        suffixes = {TARGET_PATHS[t] for t in self.targets}
+        targets = self.settings.targets
+        suffixes = {TARGET_PATHS[t] for t in targets}
         if any(name == s or name.endswith("." + s) for s in suffixes):
             return True
-        ffn = [TARGET_PATHS[t].split(".")[-1] for t in self.targets if TARGET_PATHS[t].startswith("mlp.")]
-        return bool(self.experts) and bool(re.search(rf"\.mlp\.(experts\.\d+|shared)\.({'|'.join(ffn)})$", name)) \
+        ffn = [TARGET_PATHS[t].split(".")[-1] for t in targets if TARGET_PATHS[t].startswith("mlp.")]
+        return self.settings.experts and bool(re.search(rf"\.mlp\.(experts\.\d+|shared)\.({'|'.join(ffn)})$", name)) \
             if ffn else False
 
     def transform_model(self, model: nn.Module) -> nn.Module:
+        s = self.settings
         matched = 0
         for name, module in list(model.named_modules()):
             if isinstance(module, nn.Linear) and self._is_target(name):
                 attach_pc(
                     module,
                     name,
-                    level=self.level,
-                    recover_norm=self.recover_norm,
-                    learnable_gamma=self.learnable_gamma,
-                    eps=self.eps,
+                    level=s.level,
+                    recover_norm=s.recover_norm,
+                    learnable_gamma=s.learnable_gamma,
+                    eps=s.eps,
                 )
                 matched += 1
         if matched == 0:
             raise ValueError(
-                f"The PC layer found none of its targets ({', '.join(self.targets)}) in the model."
+                f"The PC layer found none of its targets ({', '.join(s.targets)}) in the model."
             )
         batch_by_shape(model)  # each shape group's effective weights in one batched computation per forward
         return model
@@ -182,16 +118,17 @@ class PCLayer(Technique):
     def callbacks(self) -> list[L.Callback]:
         from lit_modules.techniques.pc_layer.refresh import PowerIterationRefresh
 
-        return [PowerIterationRefresh(self.power_iters)]
+        return [PowerIterationRefresh(self.settings.power_iters)]
 
     def tags(self) -> dict[str, str]:
+        s = self.settings
         return {
-            "pc.level": str(self.level),
-            "pc.targets": ",".join(self.targets),
-            "pc.recover_norm": str(self.recover_norm).lower(),
-            "pc.learnable_gamma": str(self.learnable_gamma).lower(),
-            "pc.power_iters": str(self.power_iters),
-            **({"pc.experts": "true"} if self.experts else {}),
+            "pc.level": str(s.level),
+            "pc.targets": ",".join(s.targets),
+            "pc.recover_norm": str(s.recover_norm).lower(),
+            "pc.learnable_gamma": str(s.learnable_gamma).lower(),
+            "pc.power_iters": str(s.power_iters),
+            **({"pc.experts": "true"} if s.experts else {}),
             "fidelity.pc_layer.coefficients": "confirmed",  # hard-coded table of the official code
             "fidelity.pc_layer.sigma_gradient": "confirmed",  # u^T W v with autograd through W
             # Refreshed after every optimizer step (confirmed); on resume the checkpoint's u, v are kept.

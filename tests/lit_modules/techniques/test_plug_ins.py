@@ -24,8 +24,7 @@ from tests.helpers.arm_files import claim_arm_families
 from tests.helpers.runs import REPO
 
 FOLDERS = sorted(p.parent.name for p in (REPO / "lit_modules/techniques").glob("*/report.yaml"))
-ALL_PACKAGES = sorted(p.parent.name for p in (REPO / "lit_modules/techniques").glob("*/__init__.py"))
-PACKAGES = [p for p in ALL_PACKAGES if p != "pc_layer"]  # the PC layer's settings follow in their own commit
+PACKAGES = sorted(p.parent.name for p in (REPO / "lit_modules/techniques").glob("*/__init__.py"))
 
 
 def technique_class(name: str) -> type:
@@ -47,7 +46,8 @@ def fullest_option(name: str) -> str:
 
 
 def test_every_plug_in_folder_is_a_config_group_and_nothing_else_names_it():
-    assert technique_groups(files.CONF_DIR) == ALL_PACKAGES and set(ALL_PACKAGES) <= set(FOLDERS)
+    assert technique_groups(files.CONF_DIR) == PACKAGES and set(PACKAGES) <= set(FOLDERS)
+    assert not (REPO / "lit_modules/techniques/registry.py").exists()  # one mechanism: the group's _target_
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -105,7 +105,7 @@ def test_each_folder_has_its_preset_arms_and_claim(name):
 
 def test_validation_builds_and_asks_each_technique_once(monkeypatch):
     built, callbacks = [], []
-    for name in ALL_PACKAGES:
+    for name in PACKAGES:
         cls = technique_class(name)
 
         def counted(self, *args, _init=cls.__init__, _name=name, **kwargs):

@@ -26,9 +26,10 @@ ARMS = {
 def test_pc_group_options(level):
     cfg = validate(compose_run_config([f"pc_layer=level{level}"]))
     technique = instantiate(cfg.techniques.pc_layer)
-    assert isinstance(technique, PCLayer) and technique.level == level
-    assert technique.targets == ["gate_proj", "up_proj", "down_proj", "o_proj"]
-    assert (technique.recover_norm, technique.learnable_gamma, technique.power_iters, technique.eps) == (
+    s = technique.settings
+    assert isinstance(technique, PCLayer) and s.level == level
+    assert s.targets == ["gate_proj", "up_proj", "down_proj", "o_proj"]
+    assert (s.recover_norm, s.learnable_gamma, s.power_iters, s.eps) == (
         True,
         True,
         10,

@@ -59,8 +59,9 @@ def _optim_cfg(name: str):
 
 def test_defaults_are_the_released_ones():
     t = PCLayer()
-    assert (t.level, t.recover_norm, t.learnable_gamma, t.power_iters, t.eps) == (4, True, True, 10, 1e-7)
-    assert t.targets == ["gate_proj", "up_proj", "down_proj", "o_proj"] == list(DEFAULT_TARGETS)
+    s = t.settings
+    assert (s.level, s.recover_norm, s.learnable_gamma, s.power_iters, s.eps) == (4, True, True, 10, 1e-7)
+    assert s.targets == ["gate_proj", "up_proj", "down_proj", "o_proj"] == list(DEFAULT_TARGETS)
     assert t.problems() == []
 
 
