@@ -201,7 +201,7 @@ def validate_against(families: Families, claim: Claim, arms: list[str]) -> None:
 
 def checks_sha256(families: Families, claim: Claim, protocol: dict | None = None) -> str:
     """One hash of what was declared: the families and the claim's checks and expectations, and the
-    protocol's seeds and learning-rate grids when given (sweeps/evidence.py declared_checks)."""
+    protocol's seeds and learning-rate grids when given (sweeps/evidence/declared.py declared_checks)."""
     payload = {
         "primary": [asdict(k) for k in families.primary],
         "margins": families.margins,

@@ -4,7 +4,7 @@ test runs ran at it.
     section = lr_tuning_section(ab, provenance, out)    # writes lr_tuning.csv and lr_tuning.png beside report.md
 
 Drawn only for a results folder whose provenance declares `lr_tuning` or `finetune_lr_tuning`
-(sweeps/evidence.py records the protocol's grids there when its cells run). The table is made again from the
+(sweeps/evidence/ records the protocol's grids there when its cells run). The table is made again from the
 exported runs (the tuning cells are runs of the grid, `<arm>@lr<rate>` on the tuning seeds; a fine-tune
 grid's cells are the fine-tunes of the `<arm>@ft_tuning` bases, analysis/finetune_lr_tuning.py) by the rule
 the driver chose with (analysis/lr_tuning.py), so it is regenerable from `data/` alone; a choice that differs

@@ -20,5 +20,6 @@ def declared_checks(spec: EvidenceSpec) -> dict:
                 "lr_tuning": [t.record() for t in spec.lr_tuning]}
     if spec.finetune_lr_tuning is not None:  # only where declared: the other protocols' hashes stay as they ran
         protocol["finetune_lr_tuning"] = spec.finetune_lr_tuning.record()
+    confirmatory = {"confirmatory_seeds": list(families.confirmatory_seeds)} if families.confirmatory_seeds else {}
     return {"checks_sha256": checks_sha256(families, claim, protocol), "checks_primary": declared_keys(families),
-            **protocol}
+            **protocol, **confirmatory}

@@ -54,3 +54,13 @@ def test_the_declaration_is_checked():
     with pytest.raises(ConfigError, match="confirmatory_seeds is a list of seeds"):
         parse_families({"confirmatory_seeds": ["a"]}, "x")
     assert parse_families({"confirmatory_seeds": [300, 301]}, "x").confirmatory_seeds == (300, 301)
+
+
+def test_the_provenance_records_the_declared_confirmatory_seeds():
+    from sweeps.evidence.declared import declared_checks
+    from sweeps.evidence.protocol_file import load_spec
+
+    spec = load_spec("wisca")
+    assert "confirmatory_seeds" not in declared_checks(spec)  # none declared: the record as it was
+    checks = {**spec.checks, "confirmatory_seeds": [900, 901, 902]}
+    assert declared_checks(type(spec)(**{**spec.__dict__, "checks": checks}))["confirmatory_seeds"] == [900, 901, 902]
