@@ -74,7 +74,7 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
             clock.add(wall)
     from analysis.load_runs import RunStore
     from analysis.provenance import provenance_record, read_provenance
-    from analysis.report import export_results
+    from analysis.report import exploratory_lines, export_results
 
     store = RunStore(args.runs_dir)
     folder = Path(args.results_dir) / spec.paper
@@ -88,6 +88,8 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     out = export_results(store.resolve(spec.preset).info.run_id, folder,
                          runs_dir=args.runs_dir, store=store, provenance=provenance)
     print(f"[{spec.paper}] report: {out} ({wall / 60:.1f} min)", flush=True)
+    for line in exploratory_lines(folder):  # a primary check that is not evidence yet says so here too
+        print(f"[{spec.paper}] {line}", flush=True)
     return 1 if failed else 0
 
 
