@@ -110,7 +110,7 @@ def _dense_moe_preset_problems(cfg: DictConfig) -> list[str]:
 
 def _cuda_visible() -> bool:
     """torch.cuda.is_available(), with torch imported only when a GPU run asks: a plain refusal never loads
-    it (issue 27 item 7)."""
+    it."""
     import torch
 
     return torch.cuda.is_available()
