@@ -23,6 +23,7 @@ GPU_ONLY = {("trainer", "gpu"), ("trainer", "fsdp"), *(("recipe", p.stem) for p 
 NEEDS_USER_INPUT = {
     ("data", "text_files"): "lists no files",
     ("tokenizer", "pretrained"): "tokenizer.path is not set",
+    ("tokenizer", "llama2"): "does not exist",  # the user's own Llama-2 tokenizer.json (docs/gpu.md)
     ("eval", "zero_shot"): "unreachable",  # the standard suites need the hub; tests are offline
     # LoRA adapts a trained model (init_from); WISCA on LoRA needs the adapters.
     **{("lora", v): "pass init_from=<run id or checkpoint>" for v in ("lora", "rslora", "pissa")},

@@ -47,8 +47,9 @@ def test_a_run_writes_one_batch_per_logged_step_and_keeps_every_metric(runs_dir:
 
     monkeypatch.setattr(MlflowClient, "log_batch", counting)
     result = run(compose_run_config(tiny_overrides(runs_dir, steps=20)))  # logs every 5, validates every 10
-    # Steps 4, 9, 14, 19 log (their validations at 9 and 19 are written with them or at the end).
-    assert len(writes) <= 6, writes
+    # Steps 4, 9, 14, 19 log (their validations at 9 and 19 are written with them or at the end), and the end of
+    # the fit writes data/epochs once.
+    assert len(writes) <= 7, writes
     client = mlflow_client(runs_dir)
     assert [s for s, _ in metric_history(client, result.run_id, "tokens_seen")] == [4, 9, 14, 19]
     assert [s for s, _ in metric_history(client, result.run_id, "tokens_per_s")] == [4, 9, 14, 19]
