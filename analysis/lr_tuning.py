@@ -13,6 +13,15 @@ upward (statistics.md). The driver (sweeps/lr_tuning.py) makes this choice from 
 cells run; the report makes the same table from the exported runs (`runs` is a runs frame of either:
 arm, seed, status, start_time, metrics.<metric>, tags.end_reason).
 
+Two declared rules may grow a grid while it runs, the same way for every arm of it (so each arm of a pair gets
+the same number of tuning cells):
+- `tiebreak_seeds`: when two declared tuning seeds pick different rates for any arm, every arm runs every rate on
+  these seeds too and the choice is made over all of them;
+- `extend` (k): when an arm's choice is the grid's lowest or highest rate, one more rate is run beyond that edge,
+  a step as wide as the grid's outermost one, up to k times per side; a rate that diverges there bounds the grid.
+The rates and seeds a grid grew to are read back from the runs (they are named like every tuning cell), so the
+report makes the same table from the exported runs alone.
+
 A rate counts only when every tuning seed finished with a finite value. A seed that diverged (stopped by the
 divergence guard, or finished at a non-finite value) rules its rate out: at that rate the arm does not
 train. A seed missing or failed for another reason leaves the arm undecided: no rate is chosen from a
@@ -47,6 +56,23 @@ class LrTuning:
     tuning_seeds: tuple[int, ...]
     metric: str = "val/loss"
     key: str = "optim.lr"
+    tiebreak_seeds: tuple[int, ...] = ()
+    extend: int = 0
+
+    def extension_rates(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """(below, above) the declared grid, nearest first: `extend` steps of the outermost step's width on each
+        side, at three significant digits (so a cell's name is a short rate)."""
+        rates = sorted(self.grid)
+        if self.extend <= 0 or len(rates) < 2:
+            return (), ()
+        low, high = rates[0] / rates[1], rates[-1] / rates[-2]
+        return (tuple(float(f"{rates[0] * low ** k:.3g}") for k in range(1, self.extend + 1)),
+                tuple(float(f"{rates[-1] * high ** k:.3g}") for k in range(1, self.extend + 1)))
+
+    def lattice(self) -> tuple[float, ...]:
+        """Every rate this grid may run: the declared ones and their extensions, ascending."""
+        below, above = self.extension_rates()
+        return tuple(sorted({*self.grid, *below, *above}))
 
     def cell_arm(self, arm: str, rate: float) -> str:
         return f"{arm}{VARIANT_SEP}{LR_VARIANT_PREFIX}{rate_text(rate)}"
@@ -56,15 +82,33 @@ class LrTuning:
         return f"{arm}{VARIANT_SEP}{LR_VARIANT_PREFIX}${{rate_text:${{{self.key}}}}}"
 
     def record(self) -> dict:
-        """The declaration as provenance.json keeps it (and hashes it)."""
+        """The declaration as provenance.json keeps it (and hashes it); the growth rules only when declared."""
         return {"arms": list(self.arms), "grid": list(self.grid), "tuning_seeds": list(self.tuning_seeds),
-                "metric": self.metric, "key": self.key}
+                "metric": self.metric, "key": self.key,
+                **({"tiebreak_seeds": list(self.tiebreak_seeds)} if self.tiebreak_seeds else {}),
+                **({"extend": self.extend} if self.extend else {})}
 
     @classmethod
     def from_record(cls, record: dict) -> LrTuning:
         return cls(tuple(record["arms"]), tuple(float(r) for r in record["grid"]),
                    tuple(int(s) for s in record["tuning_seeds"]), str(record.get("metric", "val/loss")),
-                   str(record.get("key", "optim.lr")))
+                   str(record.get("key", "optim.lr")), tuple(int(s) for s in record.get("tiebreak_seeds") or ()),
+                   int(record.get("extend", 0)))
+
+
+def grown_to(tuning: LrTuning, runs: pd.DataFrame) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """(rates, seeds) the grid ran: the declared ones, and each extension rate or tie-break seed some cell of an
+    arm of the grid ran at (on its arms' names, in `runs`)."""
+    rates, seeds = set(tuning.grid), set(tuning.tuning_seeds)
+    if (tuning.extend or tuning.tiebreak_seeds) and "arm" in runs and len(runs):
+        names = set(runs["arm"].astype(str))
+        lattice = tuning.lattice()
+        rates |= {r for r in lattice for a in tuning.arms if tuning.cell_arm(a, r) in names}
+        cells = {tuning.cell_arm(a, r) for a in tuning.arms for r in lattice}
+        of_grid = runs[runs["arm"].astype(str).isin(cells)]
+        ran_seeds = set(of_grid["seed"].astype(str))
+        seeds |= {s for s in tuning.tiebreak_seeds if str(s) in ran_seeds}
+    return tuple(sorted(rates)), tuple(sorted(seeds))
 
 
 def _cell_state(runs: pd.DataFrame, arm: str, seed: int, metric: str) -> tuple[str, float]:
@@ -83,12 +127,15 @@ def _cell_state(runs: pd.DataFrame, arm: str, seed: int, metric: str) -> tuple[s
     return ("diverged", math.nan) if reason.startswith(DIVERGED_REASON) else (str(row["status"]), math.nan)
 
 
-def tuning_cells(tuning: LrTuning, runs: pd.DataFrame) -> pd.DataFrame:
-    """Long format, one row per (arm, rate, tuning seed): arm, rate, seed, state, value."""
+def tuning_cells(tuning: LrTuning, runs: pd.DataFrame, more_rates: tuple[float, ...] = (),
+                 more_seeds: tuple[int, ...] = ()) -> pd.DataFrame:
+    """Long format, one row per (arm, rate, tuning seed) of the grid as it grew (and the rates and seeds the
+    driver adds now): arm, rate, seed, state, value."""
+    grown_rates, grown_seeds = grown_to(tuning, runs)
     rows = []
     for arm in tuning.arms:
-        for rate in sorted(tuning.grid):
-            for seed in sorted(tuning.tuning_seeds):
+        for rate in sorted({*grown_rates, *more_rates}):
+            for seed in sorted({*grown_seeds, *more_seeds}):
                 state, value = _cell_state(runs, tuning.cell_arm(arm, rate), seed, tuning.metric)
                 rows.append({"arm": arm, "rate": rate, "seed": seed, "state": state, "value": value})
     return pd.DataFrame(rows, columns=["arm", "rate", "seed", "state", "value"])
@@ -98,11 +145,11 @@ def tuning_table(tuning: LrTuning, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (arm, rate), arms in declared order and rates ascending, with the choice marked."""
     better = better_direction(tuning.metric)
     cells = tuning_cells(tuning, runs)
-    seeds_text = ",".join(str(s) for s in sorted(tuning.tuning_seeds))
+    seeds_text = ",".join(str(s) for s in sorted(set(cells["seed"])))
     rows = []
     for arm in tuning.arms:
         arm_rows, decided = [], True
-        for rate in sorted(tuning.grid):
+        for rate in sorted(set(cells["rate"])):
             at = cells[(cells["arm"] == arm) & (cells["rate"] == rate)]
             finished = at[at["state"] == "finished"]
             decided &= bool(at["state"].isin(["finished", "diverged"]).all())
@@ -139,6 +186,61 @@ def _choose(arm_rows: list[dict], decided: bool, better: str) -> list[dict]:
 
 def _add_note(row: dict, text: str) -> None:
     row["note"] = f"{row['note']}; {text}" if row["note"] else text
+
+
+def seed_choices(tuning: LrTuning, cells: pd.DataFrame) -> dict[str, dict[int, float]]:
+    """Arm -> {declared tuning seed: the rate it alone would pick}, for arms whose every cell is decided."""
+    better = better_direction(tuning.metric)
+    out: dict[str, dict[int, float]] = {}
+    for arm in tuning.arms:
+        of_arm = cells[cells["arm"] == arm]
+        if of_arm.empty or not of_arm["state"].isin(["finished", "diverged"]).all():
+            continue
+        picks = {}
+        for seed in tuning.tuning_seeds:
+            done = of_arm[(of_arm["seed"] == seed) & (of_arm["state"] == "finished")]
+            if len(done):
+                best = done["value"].idxmin() if better == "lower" else done["value"].idxmax()
+                picks[seed] = float(done.loc[best, "rate"])
+        out[arm] = picks
+    return out
+
+
+def growth(tuning: LrTuning, runs: pd.DataFrame, rates: tuple[float, ...] = (),
+           seeds: tuple[int, ...] = ()) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """What the grid adds next under its declared rules, given the cells in `runs` and the rates and seeds already
+    added (`rates`, `seeds`): ((), ()) when it is complete, undecided, or has nothing left to add. Tie-break seeds
+    first (when declared seeds disagree for any arm), then one extension rate past each edge an arm chose."""
+    cells = tuning_cells(tuning, runs, rates, seeds)
+    if cells.empty or not cells["state"].isin(["finished", "diverged"]).all():
+        return (), ()
+    ran_seeds = set(cells["seed"])
+    if tuning.tiebreak_seeds and not set(tuning.tiebreak_seeds) <= ran_seeds:
+        if any(len(set(p.values())) > 1 for p in seed_choices(tuning, cells).values()):
+            return (), tuple(s for s in tuning.tiebreak_seeds if s not in ran_seeds)
+    below, above = tuning.extension_rates()
+    ran = sorted(set(cells["rate"]))
+    add = []
+    picked = _mean_choices(tuning, cells)
+    for side, edge, beyond in (("low", ran[0], below), ("high", ran[-1], above)):
+        if any(math.isclose(r, edge) for r in picked.values()):
+            nxt = [r for r in beyond if r not in ran]
+            if nxt and (side == "low" and nxt[0] < edge or side == "high" and nxt[0] > edge):
+                add.append(nxt[0])
+    return tuple(add), ()
+
+
+def _mean_choices(tuning: LrTuning, cells: pd.DataFrame) -> dict[str, float]:
+    """Arm -> the rate with the best mean over every seed the cells hold (rates where a seed diverged out)."""
+    better = better_direction(tuning.metric)
+    out = {}
+    for arm in tuning.arms:
+        of_arm = cells[cells["arm"] == arm]
+        means = {rate: float(g["value"].mean()) for rate, g in of_arm.groupby("rate")
+                 if (g["state"] == "finished").all()}
+        if means:
+            out[arm] = (min if better == "lower" else max)(sorted(means), key=lambda r: means[r])
+    return out
 
 
 def chosen_rates(table: pd.DataFrame) -> dict[str, float]:

@@ -64,7 +64,7 @@ def lr_tuning_section(ab: Ablation, provenance: dict | None, out: Path) -> Secti
         chosen = chosen_rates(t_table)
         recorded = record.get("finetune_lr_tuning_chosen" if t.key == FINETUNE_RATE_KEY else "lr_tuning_chosen") or {}
         for arm in t.arms:
-            body.append(f"- {_arm_line(ab, arm, t.key, chosen.get(arm), recorded.get(arm))}")
+            body.append(f"- {_arm_line(ab, arm, t.key, chosen.get(arm), recorded.get(arm))}{_grid_words(t, t_table, arm)}")
     body += ["", md.table(table, [("arm", "arm"), ("key", "rate of"), ("rate", "rate"), ("tuning_seeds", "tuning seeds"),
                                   ("n", "finished"),
                                   ("metric", "metric"), ("final_loss", "mean final"), ("per_seed", "per seed"),
@@ -101,6 +101,25 @@ def _arm_line(ab: Ablation, arm: str, key: str, chosen: float | None, recorded) 
     if recorded is not None and (chosen is None or not math.isclose(float(recorded), chosen, rel_tol=1e-9)):
         line += f" **(the driver chose {rate_text(float(recorded))} when the cells ran)**"
     return line + "."
+
+
+def _grid_words(tuning: LrTuning, table: pd.DataFrame, arm: str) -> str:
+    """How finely and on how many cells the arm was tuned: its finished tuning cells, rates x seeds, the widest
+    step between neighbouring rates, and the grid's growth under its declared rules."""
+    rows = table[table["arm"] == arm]
+    rates = sorted(float(r) for r in rows["rate"])
+    if len(rates) < 2:
+        return ""
+    step = max(b / a for a, b in zip(rates, rates[1:]))
+    seeds = str(rows["tuning_seeds"].iloc[0]).split(",")
+    words = (f" Tuned on {int(rows['n'].sum())} finished cells ({len(rates)} rates x {len(seeds)} seeds), "
+             f"neighbouring rates at most x{step:.3g} apart")
+    extra = sorted(set(rates) - set(tuning.grid))
+    if extra:
+        words += f"; {', '.join(map(rate_text, extra))} added past the declared grid's edge"
+    if set(int(s) for s in seeds) - set(tuning.tuning_seeds):
+        words += "; the tuning seeds chose different rates, so the tie-break seed(s) ran too"
+    return words + "."
 
 
 def plot_lr_tuning(tunings: list[LrTuning], cells: list[pd.DataFrame], tables: list[pd.DataFrame], path: Path,

@@ -6,6 +6,8 @@
       tuning_seeds: [100, 101]      # none of them a seed a block runs these arms on
       metric: val/loss              # the final run metric the rate is chosen by (the default)
       key: optim.lr                 # the rate tuned (the default; optim.muon_lr: Muon's matrix rate)
+      tiebreak_seeds: [102]         # run on every arm when two tuning seeds pick different rates (optional)
+      extend: 2                     # a choice at an edge runs one more rate past it, up to 2 per side (optional)
 
 Before the test cells of a stage, every tuned arm of that stage runs at every rate on the tuning seeds as the
 cell `<arm>@lr<rate>` (an LR variant of the arm: the arm's overrides, `<key>=<rate>` and that name;
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from analysis.lr_tuning import LrTuning, chosen_rates, rate_text, tuning_cells, tuning_table
+from analysis.lr_tuning import LrTuning, chosen_rates, growth, rate_text, tuning_cells, tuning_table
 from lit_modules.config.errors import ConfigError
 from lit_modules.runs import tags
 
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     from sweeps.evidence.spec import Block
 
 RATE_KEYS = ("optim.lr", "optim.muon_lr")  # the config fields a grid may tune
-KEYS = ("arms", "grid", "tuning_seeds", "metric", "key")
+KEYS = ("arms", "grid", "tuning_seeds", "metric", "key", "tiebreak_seeds", "extend")
 Launch = tuple[LrTuning, str, tuple[float, ...], tuple[int, ...]]  # (grid, arm, rates, seeds)
 RunCells = Callable[[list[Launch]], int]  # runs these as one launch -> exit code
 
@@ -58,12 +60,13 @@ def parse_lr_tuning(node: object, where: str, blocks: tuple[Block, ...]) -> tupl
             if arm in tuned_by:
                 raise ConfigError(f"{name} tunes `{arm}`, which {tuned_by[arm]} tunes already: one grid per arm.")
             tuned_by[arm] = name
-            shared = sorted({s for b in blocks if arm in b.arms for s in b.seeds} & set(tuning.tuning_seeds))
+            shared = sorted({s for b in blocks if arm in b.arms for s in b.seeds}
+                            & {*tuning.tuning_seeds, *tuning.tiebreak_seeds})
             if shared:
                 raise ConfigError(f"{name}: tuning seed(s) {', '.join(map(str, shared))} are also test seeds of "
                                   f"`{arm}`; a rate chosen on the seeds it is tested on is biased upward, so tune on "
                                   "seeds no block runs it on.")
-            clash = [tuning.cell_arm(arm, r) for r in tuning.grid if tuning.cell_arm(arm, r) in block_arms]
+            clash = [tuning.cell_arm(arm, r) for r in tuning.lattice() if tuning.cell_arm(arm, r) in block_arms]
             if clash:
                 raise ConfigError(f"{name} would run its tuning cells as `{clash[0]}`, an arm a block runs on test "
                                   "seeds too; drop that block's LR variant or the grid point.")
@@ -77,7 +80,8 @@ def parse_lr_tuning(node: object, where: str, blocks: tuple[Block, ...]) -> tupl
 
 def _entry(entry: dict, name: str) -> LrTuning:
     if not {"arms", "grid", "tuning_seeds"} <= set(entry) <= set(KEYS):
-        raise ConfigError(f"{name} needs 'arms', 'grid' and 'tuning_seeds' (and may name a 'metric' and a 'key'); "
+        raise ConfigError(f"{name} needs 'arms', 'grid' and 'tuning_seeds' (and may name a 'metric', a 'key', "
+                          "'tiebreak_seeds' and 'extend'); "
                           f"it has {', '.join(map(str, entry)) or 'nothing'}.")
     arms, grid, seeds = entry["arms"], entry["grid"], entry["tuning_seeds"]
     if not all(isinstance(x, list) and x for x in (arms, grid, seeds)):
@@ -96,7 +100,15 @@ def _entry(entry: dict, name: str) -> LrTuning:
     key = str(entry.get("key", RATE_KEYS[0]))
     if key not in RATE_KEYS:
         raise ConfigError(f"{name}: key is the rate tuned, one of {', '.join(RATE_KEYS)} (got {key}).")
-    return LrTuning(tuple(str(a) for a in arms), rates, seeds, metric, key)
+    tiebreak, extend = entry.get("tiebreak_seeds") or [], entry.get("extend", 0)
+    if (not isinstance(tiebreak, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tiebreak)
+            or len(set(tiebreak)) != len(tiebreak) or set(tiebreak) & set(seeds)):
+        raise ConfigError(f"{name}: tiebreak_seeds is a list of distinct integer seeds, none of them a tuning seed "
+                          f"(got {tiebreak}).")
+    if isinstance(extend, bool) or not isinstance(extend, int) or not 0 <= extend <= 4:
+        raise ConfigError(f"{name}: extend is how many rates a grid may add past an edge its arms chose, 0 to 4 "
+                          f"(got {extend}).")
+    return LrTuning(tuple(str(a) for a in arms), rates, seeds, metric, key, tuple(tiebreak), extend)
 
 
 def refuse_rate_override(overrides: list[str], tunings: tuple[LrTuning, ...], where: str) -> None:
@@ -148,23 +160,39 @@ def store_runs(runs_dir: str, preset: str) -> pd.DataFrame:
 
 def tune(paper: str, tunings: list[LrTuning], runs_dir: str, preset: str,
          run_cells: RunCells) -> tuple[int, dict[str, float], list[str]]:
-    """Run the tuning cells not yet done (every grid's in one launch), then choose: (a stop code or 0,
-    arm -> rate, arms with no rate)."""
-    todo_launches: list[Launch] = []
+    """Run the tuning cells not yet done (every grid's in one launch), grow the grids by their declared rules
+    (tie-break seeds, edge extensions: analysis.lr_tuning.growth) and run again until none grows, then choose:
+    (a stop code or 0, arm -> rate, arms with no rate)."""
+    added: dict[int, tuple[set[float], set[int]]] = {i: (set(), set()) for i in range(len(tunings))}
     runs = store_runs(runs_dir, preset)
-    for tuning in tunings:
-        cells = tuning_cells(tuning, runs)
-        todo = cells[~cells["state"].isin(["finished", "diverged"])]
-        print(f"[{paper}] lr tuning {', '.join(tuning.arms)} over {', '.join(map(rate_text, sorted(tuning.grid)))} "
-              f"on seeds {', '.join(map(str, tuning.tuning_seeds))}: {len(todo)} of {len(cells)} tuning cells to run",
-              flush=True)
-        todo_launches += [(tuning, arm, rates, seeds) for arm, rates, seeds in launches(todo)]
-    if todo_launches:
-        code = run_cells(todo_launches)
-        if code == 2 or code > 128:  # refused, or stopped by a signal; a failed cell is judged below
-            return code, {}, []
+    for _ in range(1 + sum(len(t.tiebreak_seeds) + 2 * t.extend for t in tunings)):  # each pass adds something
+        todo_launches: list[Launch] = []
+        for i, tuning in enumerate(tunings):
+            rates, seeds = (tuple(sorted(x)) for x in added[i])
+            cells = tuning_cells(tuning, runs, rates, seeds)
+            todo = cells[~cells["state"].isin(["finished", "diverged"])]
+            print(f"[{paper}] lr tuning {', '.join(tuning.arms)} over {', '.join(map(rate_text, sorted(set(cells['rate']))))} "
+                  f"on seeds {', '.join(map(str, sorted(set(cells['seed']))))}: {len(todo)} of {len(cells)} tuning cells "
+                  "to run", flush=True)
+            todo_launches += [(tuning, arm, r, s) for arm, r, s in launches(todo)]
+        if todo_launches:
+            code = run_cells(todo_launches)
+            if code == 2 or code > 128:  # refused, or stopped by a signal; a failed cell is judged below
+                return code, {}, []
+            runs = store_runs(runs_dir, preset)
+        grew = False
+        for i, tuning in enumerate(tunings):
+            more_rates, more_seeds = growth(tuning, runs, *(tuple(sorted(x)) for x in added[i]))
+            if more_rates or more_seeds:
+                grew = True
+                added[i][0].update(more_rates)
+                added[i][1].update(more_seeds)
+                why = (f"tuning seeds chose different rates: tie-break seed(s) {', '.join(map(str, more_seeds))}"
+                       if more_seeds else f"a choice at the grid's edge: {', '.join(map(rate_text, more_rates))} added")
+                print(f"[{paper}] lr tuning {', '.join(tuning.arms)}: {why}, for every arm of the grid", flush=True)
+        if not grew:
+            break
     chosen, undecided = {}, []
-    runs = store_runs(runs_dir, preset)
     for tuning in tunings:
         picked, none = announce_choices(f"[{paper}] lr tuning", tuning, tuning_table(tuning, runs),
                                         "runs its test cells at", "its test cells do not run")

@@ -84,7 +84,8 @@ def test_the_report_shows_loss_against_rate_and_writes_lr_tuning_csv(tmp_path) -
     assert table[table["chosen"]][["arm", "rate"]].values.tolist() == [["baseline", 6e-3], ["snr", 3e-3]]
     assert (tmp_path / "lr_tuning.png").is_file() and "![" in report and "lr_tuning.png" in report
     assert "`baseline`: 6e-3; its test runs (seeds 0,1,2) ran at 6e-3." in report
-    assert "`snr`: 3e-3; its test runs (seeds 0,1,2) ran at 3e-3." in report
+    assert "`snr`: 3e-3; its test runs (seeds 0,1,2) ran at 3e-3. Tuned on 6 finished cells (3 rates x 2 seeds), " \
+        "neighbouring rates at most x2 apart." in report
     assert "not the chosen rate" not in report and "the driver chose" not in report
 
 

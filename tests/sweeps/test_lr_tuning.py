@@ -30,7 +30,7 @@ TUNED = "lr_tuning: {arms: [baseline, no_decay], grid: [1e-3, 3e-3], tuning_seed
     (BLOCKS + "lr_tuning: {arms: [baseline], grid: [1e-3], tuning_seeds: [100]}\n",
      "grid needs two or more distinct positive learning rates"),
     (BLOCKS + "lr_tuning: {arms: [baseline], grid: [1e-3, 3e-3]}\n",
-     "lr_tuning needs 'arms', 'grid' and 'tuning_seeds' (and may name a 'metric' and a 'key'); it has arms, grid."),
+     "lr_tuning needs 'arms', 'grid' and 'tuning_seeds' (and may name a 'metric', a 'key', 'tiebreak_seeds' and 'extend'); it has arms, grid."),
     (BLOCKS + "lr_tuning: {arms: [baseline], grid: [1e-3, 3e-3], tuning_seeds: [100], key: optim.eps}\n",
      "key is the rate tuned, one of optim.lr, optim.muon_lr (got optim.eps)."),
     (BLOCKS + "lr_tuning:\n  - {arms: [baseline], grid: [1e-3, 3e-3], tuning_seeds: [100]}\n"
@@ -38,6 +38,12 @@ TUNED = "lr_tuning: {arms: [baseline, no_decay], grid: [1e-3, 3e-3], tuning_seed
      "odd.yaml lr_tuning 2 tunes `baseline`, which conf/evidence/odd.yaml lr_tuning 1 tunes already"),
     (BLOCKS + "  - {arms: [no_decay], seeds: [2], stage: scale}\n" + TUNED,
      "tunes arms of the stages headline and scale; one grid tunes arms of one stage"),
+    (BLOCKS + "lr_tuning: {arms: [baseline], grid: [1e-3, 3e-3], tuning_seeds: [100], tiebreak_seeds: [100]}\n",
+     "tiebreak_seeds is a list of distinct integer seeds, none of them a tuning seed (got [100])."),
+    (BLOCKS + "lr_tuning: {arms: [baseline], grid: [1e-3, 3e-3], tuning_seeds: [100], tiebreak_seeds: [0]}\n",
+     "tuning seed(s) 0 are also test seeds of `baseline`"),
+    (BLOCKS + "lr_tuning: {arms: [baseline], grid: [1e-3, 3e-3], tuning_seeds: [100], extend: 9}\n",
+     "extend is how many rates a grid may add past an edge its arms chose, 0 to 4 (got 9)."),
     (BLOCKS + "lr_tuning: {arms: [baseline], grid: [1e-3, 3e-3], tuning_seeds: [100], metric: speedup}\n",
      "metric is a final metric of the tuning runs, such as val/loss (got speedup)"),
 ])
