@@ -2,7 +2,9 @@
 
     table = prediction_table(verdicts)      # -> results/<paper>/prediction.csv beside trend.csv
 
-For every primary (check, arm family) with at least MIN_RUNGS usable rungs (analysis/trend_report.py's points):
+For every primary (check, arm family) with at least MIN_RUNGS usable rungs (analysis/trend_report.py's points:
+`@x<factor>` rungs at their reference's logged size, ladder rungs `@l<depth>` at the ladder's declared size, so
+the ladder's l2, l3, l4 predict l6):
 - a *backtest*: the weighted line of analysis/trend.py fitted on all rungs but the largest, its prediction at the
   largest rung with a 95% prediction interval (the line's uncertainty there on t_{k-2}, plus the largest rung's own
   SE), the measured effect there and whether it fell inside (`covered`); beside it how many smaller rungs put the
@@ -22,10 +24,11 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import markdown as md
+from analysis.rungs import rung_of
 from analysis.scale import count
 from analysis.sections import Section
 from analysis.trend import fit_trend
-from analysis.trend_report import claimed_sign, trend_family, trend_points
+from analysis.trend_report import claimed_sign, trend_points
 from analysis.verdict import MIN_SEEDS
 
 MIN_RUNGS = 4
@@ -59,16 +62,17 @@ def non_embedding_params(model) -> int:
 
 
 def _usable(points: pd.DataFrame) -> pd.DataFrame:
+    """The rungs with a size (a point off a ladder family's ladder has none) and an effect with an SE."""
     n = points["n"].astype(float)
     ok = (n >= MIN_SEEDS) & points["diff"].map(math.isfinite) & points["sd_diff"].map(math.isfinite) \
-        & (points["sd_diff"] > 0)
+        & (points["sd_diff"] > 0) & points["params_non_embedding"].map(math.isfinite)
     used = points[ok].copy()
     used["se"] = used["sd_diff"] / used["n"].astype(float).map(math.sqrt)
     return used
 
 
 def _rung(arm: str) -> str:
-    return arm[len(trend_family(arm)) + 1:] or "base"
+    return rung_of(arm) or "base"
 
 
 def prediction_table(verdicts: pd.DataFrame, extrapolate_to: tuple[tuple[str, float], ...] | None = None) -> pd.DataFrame:

@@ -1,17 +1,18 @@
 """How an effect moves with model size: a weighted line through the per-rung effects against ln N.
 
-    trend = fit_trend(n_params=[1e5, 4e5, 1.6e6], effects=[-0.01, -0.02, -0.03], ses=[0.002, 0.003, 0.004],
-                      claimed=-1)
+    trend = fit_trend(n_params=[26_784, 90_192, 213_568, 720_096], effects=[-0.01, -0.02, -0.03, -0.04],
+                      ses=[0.002, 0.002, 0.002, 0.002], claimed=-1)     # the ladder's l2, l3, l4, l6
     trend.statement        # 'grows with scale'
 
-One point per rung (a model size: the base arm and its `@x<factor>` variants): the mean paired difference
-arm - reference at that rung, its standard error SE = sd(d) / sqrt(n), and N = the reference's non-embedding
-parameters there. The line is fitted by weighted least squares on x = ln N with weights 1 / SE^2; the slope's
-95% interval is a normal one, slope +- 1.96 x SE(slope), with the rungs' SEs taken as known (so SE(slope)^2 =
-1 / sum w (x - mean_w x)^2), inflated by sqrt(Q / (k - 2)) where the rungs scatter about the line more than
-their SEs allow (Q = sum w r^2, the residual chi-square; Birge's ratio). With k = 3 rungs a t interval on
-k - 2 = 1 degree of freedom (t = 12.7) would say nothing; the normal interval's weakness is that SEs from
-3-8 seeds are themselves uncertain, which the report says next to it.
+One point per rung (a model size: the base arm and its `@x<factor>` variants, N the reference's logged
+non-embedding parameters; or a ladder rung `@l<depth>`, N the ladder's declared count; analysis/rungs.py): the
+mean paired difference arm - reference at that rung and its standard error SE = sd(d) / sqrt(n). The line is
+fitted by weighted least squares on x = ln N with weights 1 / SE^2, from 3 rungs up (two always fit a line).
+The slope's 95% interval is a t interval on k - 2 degrees of freedom (k rungs), SE(slope)^2 =
+1 / sum w (x - mean_w x)^2 with the rungs' SEs taken as known, inflated by sqrt(Q / (k - 2)) where the rungs
+scatter about the line more than their SEs allow (Q = sum w r^2, the residual chi-square; Birge's ratio). With
+k = 3 the t on 1 degree of freedom is 12.7, so three rungs show a trend only when their SEs are small against
+it; SEs from 3-8 seeds are themselves uncertain, which the report says next to the interval.
 
 The statement reads the fitted line over the measured range (smallest to largest N):
 - "no detectable trend with scale": the slope's interval holds 0;

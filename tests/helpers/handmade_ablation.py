@@ -15,13 +15,15 @@ PER_STEP = 512
 
 def handmade(values: dict[str, list[float]], name: str = "handmade", claim: str | None = None,
              baseline: str = "baseline", params: dict[str, float] | None = None, tokens: float = 2_000_000,
-             seconds_per_token: dict[str, float] | None = None):
-    """An Ablation: one FINISHED run per (arm, seed); `params` maps an arm or a variant to its non-embedding count."""
-    params = params or {}
+             seconds_per_token: dict[str, float] | None = None, models: dict[str, str] | None = None):
+    """An Ablation: one FINISHED run per (arm, seed); `params` maps an arm or a variant to its non-embedding count,
+    `models` an arm or a variant to the model name its runs log (params.model.name; none logged otherwise)."""
+    params, models = params or {}, models or {}
     rows, curves = [], []
     for i, (arm, per_seed) in enumerate(values.items()):
         variant = arm.partition("@")[2]
         non_embedding = params.get(arm, params.get(variant, 100_000))
+        model = models.get(arm, models.get(variant))
         for seed, value in enumerate(per_seed):
             run_id = f"{i:02d}{seed:02d}".ljust(32, "0")
             rows.append({
@@ -33,6 +35,7 @@ def handmade(values: dict[str, list[float]], name: str = "handmade", claim: str 
                 "tags.ablation.arm": arm, "tags.seed": str(seed), "tags.ablation.name": name,
                 "metrics.val/loss": value,
                 SECONDS_PER_TOKEN: (seconds_per_token or {}).get(arm, 1e-5) * (1 + 0.01 * seed),
+                **({"params.model.name": model} if model else {}),
             })
             steps = [9, 19]
             curves.append(pd.DataFrame({"run_id": run_id, "key": "val/loss", "step": steps,
