@@ -21,7 +21,7 @@ from pathlib import Path
 from lit_modules.config.errors import ConfigError
 from sweeps.evidence.args import EvidenceArgs, default_workers, is_dry_run, parse_args, recipe_named
 from sweeps.evidence.declared import declared_checks
-from sweeps.evidence.plan import check_all
+from sweeps.evidence.plan import check_all, control_rates
 from sweeps.evidence.protocol_file import load_spec
 from sweeps.evidence.spec import EvidenceSpec
 from sweeps.evidence.stages import Stopped, run_stages
@@ -84,6 +84,7 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
         # only re-exports keeps the record of the calls that ran the cells.
         provenance = {**provenance_record(command, clock.total(), args.workers or default_workers(), threads_per_worker=1),
                       **declared, **({"lr_tuning_chosen": chosen} if spec.lr_tuning else {}),
+                      **({"rate_of_chosen": rates} if (rates := control_rates(spec, chosen)) else {}),
                       **({"finetune_lr_tuning_chosen": chosen_ft} if spec.finetune_lr_tuning else {})}
     out = export_results(store.resolve(spec.preset).info.run_id, folder,
                          runs_dir=args.runs_dir, store=store, provenance=provenance)

@@ -1,7 +1,8 @@
 """A protocol's cells as data: spec -> typed cells -> the ablation driver's grids, composed and validated.
 
     cells = block_cells(spec, spec.blocks)             # every (arm, seed) of the blocks, as declared
-    cells = block_cells(spec, blocks, chosen=rates)    # a tuned arm at its chosen rate (no rate: not run)
+    cells = block_cells(spec, blocks, chosen=rates)    # a tuned arm at its chosen rate (no rate: not run), a
+                                                       # control (rate_of) at its reference's rate x factor
     cells = lr_tuning_cells(spec, launches)            # `<arm>@lr<rate>` on tuning seeds
     cells = finetune_tuning_bases(spec)                # `<arm>@ft_tuning` on the fine-tune's tuning seeds
     grids = launch_grids(spec, cells, args)            # sweeps.ablate Grids: one per seed set, each cell's overrides
@@ -13,6 +14,7 @@ A cell is its name (`ablation.arm`), its seed and the Hydra overrides over the p
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -43,19 +45,35 @@ class Cell:
 
 def block_cells(spec: EvidenceSpec, blocks: tuple[Block, ...] | list[Block],
                chosen: dict[str, float] | None = None) -> list[Cell]:
-    """The blocks' cells. With `chosen` (arm -> rate, from the tuning stage) a tuned arm runs at its rate and a
-    tuned arm without one is left out; without it every arm runs as declared (what the dry run composes)."""
+    """The blocks' cells. With `chosen` (arm -> rate, from the tuning stage) a tuned arm runs at its rate, a
+    control (`rate_of`) at its reference's rate x its factor, and either without a rate is left out; without
+    it every arm runs as declared (what the dry run composes)."""
     tuned = {a: t.key for t in spec.lr_tuning for a in t.arms}
     cells = []
     for block in blocks:
         for name in block.arms:
             words = spec.arm_words(name)
-            if chosen is not None and name in tuned:
-                if name not in chosen:
+            source = spec.rate_source(name)
+            rated, factor = source if source is not None else (name, 1.0)
+            if chosen is not None and rated in tuned:
+                if rated not in chosen:
+                    if source is not None:  # the reference's own line says why it has no rate
+                        print(f"[{spec.paper}] `{name}` runs at `{rated}`'s tuned rate (rate_of), which it did not "
+                              "get: its test cells do not run", file=sys.stderr, flush=True)
                     continue
-                words.append(f"{tuned[name]}={chosen[name]!r}")
+                words.append(f"{tuned[rated]}={chosen[rated] * factor!r}")
             cells += [Cell(name, seed, tuple(words)) for seed in block.seeds]
     return cells
+
+
+def control_rates(spec: EvidenceSpec, chosen: dict[str, float]) -> dict[str, dict]:
+    """For the provenance: each control cell that got a rate -> its reference's cell, the factor and the rate."""
+    rates = {}
+    for name in dict.fromkeys(a for b in spec.blocks for a in b.arms):
+        source = spec.rate_source(name)
+        if source is not None and source[0] in chosen:
+            rates[name] = {"rate_of": source[0], "rate_factor": source[1], "rate": chosen[source[0]] * source[1]}
+    return rates
 
 
 def lr_tuning_cells(spec: EvidenceSpec, launches: list[lr_tuning.Launch]) -> list[Cell]:

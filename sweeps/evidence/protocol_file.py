@@ -10,6 +10,7 @@ cells is sweeps/evidence/plan.py's.
 
 from __future__ import annotations
 
+import math
 import re
 
 from omegaconf import OmegaConf
@@ -23,7 +24,7 @@ from sweeps.finetune_tuning import parse_finetune_tuning
 SPEC_DIR = files.group_dir("evidence")  # the protocols (a test points this at its own folder)
 KEYS = ("preset", "arms", "rungs", "blocks", "lr_tuning", "checks", "ablation_only", "ablate_seeds", "budgets",
         "finetune", "finetune_eval", "finetune_lr_tuning")
-ARM_KEYS = ("extends", "overrides", "at")
+ARM_KEYS = ("extends", "overrides", "at", "rate_of", "rate_factor")
 BLOCK_KEYS = ("arms", "seeds", "stage", "rung")
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]*(@[A-Za-z0-9_.+-]+)*")  # a cell name is also a Hydra value
 
@@ -74,6 +75,7 @@ def load_spec(paper: str) -> EvidenceSpec:
                               f"settings there under `{head}`'s at: {{{rung}: [...]}}.")
     for name in spec.ablate_names():  # every cell names an arm, or an arm at a declared rung
         spec.resolve(name)
+    _check_controls(spec)
     running = sorted(set(spec.ablation_only) & {a for b in blocks for a in b.arms})
     if running:
         raise ConfigError(f"{where} lists {', '.join(running)} under ablation_only and in a block; an arm either "
@@ -145,10 +147,52 @@ def _arms(node: object, where: str) -> dict[str, Arm]:
                 raise ConfigError(f"{where} arm `{name}`: at is a mapping of rung -> overrides.")
             arms[name] = Arm(name, _words(value.get("overrides"), f"{where} arm `{name}` overrides"),
                              str(extends) if extends is not None else None,
-                             {str(r): _words(w, f"{where} arm `{name}` at {r}") for r, w in at.items()})
+                             {str(r): _words(w, f"{where} arm `{name}` at {r}") for r, w in at.items()},
+                             *_rate_of(value, f"{where} arm `{name}`"))
         else:
             arms[name] = Arm(name, _words(value, f"{where} arm `{name}`"))
     return arms
+
+
+def _rate_of(value: dict, name: str) -> tuple[str | None, float]:
+    """A control's `rate_of` (the arm whose tuned rate it runs at) and `rate_factor` (default 1.0)."""
+    ref, factor = value.get("rate_of"), value.get("rate_factor", 1.0)
+    if ref is None and "rate_factor" in value:
+        raise ConfigError(f"{name} gives rate_factor without rate_of; the factor scales the tuned rate of the arm "
+                          "rate_of names.")
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor <= 0:
+        raise ConfigError(f"{name}: rate_factor is a positive number, the multiple of its reference's tuned rate "
+                          f"it runs at (got {factor!r}).")
+    return (str(ref) if ref is not None else None), float(factor)
+
+
+def _check_controls(spec: EvidenceSpec) -> None:
+    """Each control (an arm with `rate_of`) runs at a tuned rate of another arm, one that is not a control
+    itself, at every rung where a block runs it; it is tuned by no grid and sets no tuned rate itself."""
+    tuned = {a: t.key for t in spec.lr_tuning for a in t.arms}
+    cells = list(dict.fromkeys(a for b in spec.blocks for a in b.arms))
+    for arm in (a for a in spec.arms.values() if a.rate_of is not None):
+        name, ref = f"{spec.where} arm `{arm.name}`", spec.arms.get(arm.rate_of)
+        if ref is None:
+            raise ConfigError(f"{name} takes its rate from `{arm.rate_of}` (rate_of), which is none of the protocol's "
+                              f"arms ({', '.join(spec.arms)}).")
+        if ref.rate_of is not None:
+            raise ConfigError(f"{name} takes its rate from `{ref.name}`, which takes its own from `{ref.rate_of}`; "
+                              "rate_of names a tuned arm, not another control.")
+        own = sorted(c for c in tuned if spec.family(c) == arm.name)
+        if own:
+            raise ConfigError(f"{spec.where} lr_tuning tunes `{own[0]}`, but arm `{arm.name}` takes its rate from "
+                              f"`{ref.name}` (rate_of); drop the control from the grid.")
+        for cell in (c for c in cells if spec.family(c) == arm.name):
+            source = spec.rate_source(cell)[0]
+            if source not in tuned:
+                raise ConfigError(f"{name} runs `{cell}` at `{source}`'s tuned rate (rate_of), but no lr_tuning "
+                                  f"grid tunes `{source}`.")
+            words = [*arm.overrides, *(w for ws in arm.at.values() for w in ws)]
+            setting = [w for w in words if w.lstrip("+~").split("=", 1)[0] == tuned[source]]
+            if setting:
+                raise ConfigError(f"{name} sets {setting[0]}, but its {tuned[source]} is `{source}`'s tuned rate "
+                                  "(rate_of); drop that override.")
 
 
 def _rungs(node: object, where: str) -> dict[str, Rung]:

@@ -27,12 +27,15 @@ ABLATE_SEEDS = (0, 1, 2, 3, 4)  # `make ablate EXP=<preset>`: every arm of the p
 @dataclass(frozen=True)
 class Arm:
     """One arm: the conf/arm/ option it `extends` (None: the preset alone), its own Hydra `overrides` after it,
-    and at a rung, overrides of its own there (`at`: rung -> overrides)."""
+    and at a rung, overrides of its own there (`at`: rung -> overrides). A calibration control names the
+    tuned arm whose rate it runs at (`rate_of`, at the cell's rung), times `rate_factor`."""
 
     name: str
     overrides: tuple[str, ...] = ()
     extends: str | None = None
     at: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    rate_of: str | None = None
+    rate_factor: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,19 @@ class EvidenceSpec:
             words += [f"model={self.rungs[rung].model}", *self.rungs[rung].overrides, *arm.at.get(rung, ())]
         return [*words, f"ablation.arm={cell_name or name}"]
 
+    def rate_source(self, name: str) -> tuple[str, float] | None:
+        """A control's cell (`origin_lr_quarter@l6`): the reference's cell at the same rung whose tuned rate it
+        runs at (`origin@l6`) and the factor; None for a cell of any other arm."""
+        arm_name, rung = self.resolve(name)
+        arm = self.arms[arm_name]
+        if arm.rate_of is None:
+            return None
+        return (f"{arm.rate_of}@{rung}" if rung is not None else arm.rate_of), arm.rate_factor
+
+    def rated_cells(self, block: Block) -> set[str]:
+        """The cells whose tuned rates the block's cells run at: its arms, and its controls' references."""
+        return {*block.arms, *(source[0] for a in block.arms if (source := self.rate_source(a)) is not None)}
+
     def family(self, name: str) -> str:
         """The cell name without its rung (`g8_origin@tpp1.3@x4` -> `g8_origin@tpp1.3`); other names as given."""
         try:
@@ -122,15 +138,22 @@ class EvidenceSpec:
         return {t.cell_arm(a, r) for t in self.lr_tuning for a in t.arms for r in t.grid}
 
     def stage_tunings(self, stage: str) -> list[LrTuning]:
-        return [t for t in self.lr_tuning if any(b.stage == stage and set(b.arms) & set(t.arms) for b in self.blocks)]
+        """The grids a stage tunes: each in the first stage that needs its rates (its arms' stage, or an earlier
+        one whose controls run at a rate it chooses), so no grid runs twice."""
+        def first(t: LrTuning) -> str | None:
+            return next((s for s in STAGES for b in self.blocks
+                         if b.stage == s and self.rated_cells(b) & set(t.arms)), None)
+
+        return [t for t in self.lr_tuning if first(t) == stage]
 
     def in_stages(self, stages: list[str]) -> EvidenceSpec:
         """The same protocol with only the blocks (and tuning grids) of these stages, in stage order."""
         blocks = tuple(b for stage in STAGES if stage in stages for b in self.blocks if b.stage == stage)
         kept = {a for b in blocks for a in b.arms}
+        rated = {c for b in blocks for c in self.rated_cells(b)}  # a kept control keeps its reference's grid
         ft = self.finetune_lr_tuning
         ft = replace(ft, arms=tuple(a for a in ft.arms if a in kept)) if ft is not None else None
-        return replace(self, blocks=blocks, lr_tuning=tuple(t for t in self.lr_tuning if set(t.arms) & kept),
+        return replace(self, blocks=blocks, lr_tuning=tuple(t for t in self.lr_tuning if set(t.arms) & rated),
                        finetune_lr_tuning=ft if ft is not None and ft.arms else None)
 
     def at_recipe_size(self, recipe: str) -> EvidenceSpec:

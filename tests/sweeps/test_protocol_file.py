@@ -119,7 +119,7 @@ def test_every_launch_grid_keeps_each_cells_config(protocol) -> None:
     ("arms: {trick: optim.lr=1}\nblocks:\n  - {arms: [trick], seeds: [0]}\n",
      "arm `trick` is a list of Hydra overrides (key=value, group=option)"),
     ("arms: {trick: {overide: [a=1]}}\nblocks:\n  - {arms: [trick], seeds: [0]}\n",
-     "arm `trick` has unknown key(s) overide (allowed: extends, overrides, at)"),
+     "arm `trick` has unknown key(s) overide (allowed: extends, overrides, at, rate_of, rate_factor)"),
     ("arms: {2x: []}\nblocks:\n  - {arms: [baseline], seeds: [0]}\n", "arm name '2x' must start with a letter"),
     ("budgets: {tail: 3}\nblocks:\n  - {arms: [baseline], seeds: [0]}\n", "budgets maps a stage (headline, below, scale)"),
     ("ablate_seeds: []\nblocks:\n  - {arms: [baseline], seeds: [0]}\n", "ablate_seeds is a non-empty list of integers"),
