@@ -7,6 +7,7 @@ families are chosen before the data are seen):
       primary:                        # the paper's claims: one Holm family
         - {arm: adamw_pc4, metric: speedup}
         - {arm: snr, metric: val/loss, tuned: true}     # the tuned comparison of an LR-swept family
+        - {arm: small_eps_gate@l4, metric: val/loss, reference: baseline_eps_gate@l4}   # against a named cell
       margins: {val/loss: 0.01}       # TOST margin of a "none" expectation, in the metric's units
       added_after_data:               # checks declared after their data were first seen: flagged
         - {arm: "*", metric: "finetune:eval/*/acc", note: "added after ..."}   # every arm
@@ -18,8 +19,12 @@ families are chosen before the data are seen):
         - {arm: baseline_init1, reference: baseline, metric: val/loss, kind: null}       # init.stream=1 only
         - {arm: baseline_lr_div4, reference: baseline, metric: val/loss, kind: positive} # a planted harm
 
-`arm` is the arm as the grid names it, variant included (`adamw_pc4@x4` is the 4x rung's test). Every other
-test the claim makes is secondary: raw p, a 95% interval, words no stronger than "consistent with".
+`arm` is the arm as the grid names it, variant included (`adamw_pc4@x4` is the 4x rung's test). A primary
+entry compares the arm with its reference as the claim defines it (report.yaml `references`, else the
+baseline); one with `reference: <cell>` (never `tuned`) is a row of its own, that arm against that cell,
+judged in the same family by the same rule (the paper's effect is the arm's against its usual reference, so
+that row has no paper figure), and the arm's usual row stays as it was. Every other test the claim makes is
+secondary: raw p, a 95% interval, words no stronger than "consistent with".
 An ablation that is not an evidence protocol has no declaration: all its tests form one Holm family, and its
 report says the family was not declared.
 
@@ -43,7 +48,7 @@ from lit_modules.config.errors import ConfigError
 
 PROTOCOL_PREFIX = "evidence/"
 KEYS = {"primary", "margins", "added_after_data", "components", "controls", "confirmatory_seeds"}
-ENTRY_KEYS = {"arm", "metric", "tuned", "note"}
+ENTRY_KEYS = {"arm", "metric", "tuned", "note", "reference"}
 COMPONENT_KEYS = {"arm", "without", "metric", "part"}
 CONTROL_KEYS = {"arm", "reference", "metric", "kind"}
 CONTROL_KINDS = ("null", "positive")
@@ -55,9 +60,15 @@ class CheckKey:
     arm: str
     metric: str
     tuned: bool = False
+    reference: str = ""  # a cell named in the declaration; "" is the claim's own reference for the arm
 
     def text(self) -> str:
-        return f"`{self.arm}`{' (tuned)' if self.tuned else ''} on `{self.metric}`"
+        against = f" vs `{self.reference}`" if self.reference else ""
+        return f"`{self.arm}`{' (tuned)' if self.tuned else ''}{against} on `{self.metric}`"
+
+    def declared(self) -> dict:
+        """The entry as hashed: `reference` only where given, so a declaration without one hashes as before."""
+        return {k: v for k, v in asdict(self).items() if k != "reference" or v}
 
 
 @dataclass(frozen=True)
@@ -161,8 +172,13 @@ def _component(entry: object, where: str) -> Component:
 def _entry(entry: object, where: str, part: str) -> CheckKey:
     if not isinstance(entry, dict) or not {"arm", "metric"} <= set(entry) <= ENTRY_KEYS:
         raise ConfigError(f"{where}: every checks.{part} entry names an 'arm' and a 'metric' "
-                          f"(and may say 'tuned' or give a 'note'); got {entry!r}.")
-    return CheckKey(str(entry["arm"]), str(entry["metric"]), bool(entry.get("tuned", False)))
+                          f"(and may say 'tuned', name a 'reference' or give a 'note'); got {entry!r}.")
+    reference = entry.get("reference")
+    if reference is not None and (not isinstance(reference, str) or not reference or entry.get("tuned")):
+        # a tuned check picks both sides' best rates by itself: a fixed reference cell has no place there
+        raise ConfigError(f"{where}: a checks.{part} entry's 'reference' is one cell's name, on an entry that is "
+                          f"not 'tuned'; got {entry!r}.")
+    return CheckKey(str(entry["arm"]), str(entry["metric"]), bool(entry.get("tuned", False)), reference or "")
 
 
 def validate_against(families: Families, claim: Claim, arms: list[str]) -> None:
@@ -176,6 +192,9 @@ def validate_against(families: Families, claim: Claim, arms: list[str]) -> None:
         if key.arm not in arms and key.arm != ANY_ARM and not (key.tuned and key.arm in families_run):
             raise ConfigError(f"{families.source}: check {key.text()} names an arm the protocol does not run "
                               f"(it runs {', '.join(arms)}).")
+        if key.reference and (key.reference not in arms or key.reference == key.arm):
+            raise ConfigError(f"{families.source}: check {key.text()} names a reference that is not another arm "
+                              f"the protocol runs (it runs {', '.join(arms)}).")
     for c in families.components:
         missing = [a for a in (c.arm, c.without) if a not in arms]
         if missing or c.metric not in metrics:
@@ -203,7 +222,7 @@ def checks_sha256(families: Families, claim: Claim, protocol: dict | None = None
     """One hash of what was declared: the families and the claim's checks and expectations, and the
     protocol's seeds and learning-rate grids when given (sweeps/evidence/declared.py declared_checks)."""
     payload = {
-        "primary": [asdict(k) for k in families.primary],
+        "primary": [k.declared() for k in families.primary],
         "margins": families.margins,
         **({"confirmatory_seeds": list(families.confirmatory_seeds)} if families.confirmatory_seeds else {}),
         "checks": [asdict(c) for c in claim.checks],

@@ -1,4 +1,5 @@
-"""A claim's checks on an ablation -> one row per (check, arm), each row carrying what its verdict is decided on.
+"""A claim's checks on an ablation -> one row per (check, arm), each row carrying what its verdict is decided on;
+and one more per primary entry that names its own `reference` cell (analysis/families.py).
 
     table = verdicts_table(ab, claim_for(ab.claim_key))   # families from the protocol (analysis.families)
 
@@ -46,11 +47,16 @@ class _Test:
     role: str = SECONDARY
     margin: float | None = None
     late: str = ""
+    named_reference: bool = False  # a primary entry named this reference (`reference:`), not the claim
 
     @property
     def key(self) -> CheckKey:
         arm = split_arm(self.arm)[0] if self.check.tuned else self.arm
-        return CheckKey(arm, self.check.metric, self.check.tuned)
+        return CheckKey(arm, self.check.metric, self.check.tuned, self.reference if self.named_reference else "")
+
+    def declared_primary(self, families: Families) -> bool:
+        """Declared primary as the claim's comparison, or by an entry that names this row's own reference."""
+        return families.is_primary(self.key) or families.is_primary(replace(self.key, reference=self.reference))
 
     @property
     def p(self) -> float:
@@ -87,8 +93,9 @@ def verdicts_table(ab: Ablation, claim: Claim, families: Families | None = None)
                 continue
             c, noise, s = _check_comparison(ab, check, arm, reference)
             tests.append(_Test(check, arm, reference, expect, c, noise, split_arm(arm)[1], speedup=s))
+    tests += _named_reference_tests(ab, claim, families, tests)
     for t in tests:
-        t.role = PRIMARY if t.expect is not None and families.is_primary(t.key) else SECONDARY
+        t.role = PRIMARY if t.expect is not None and t.declared_primary(families) else SECONDARY
         t.margin = families.margin(t.check.metric) if t.expect == "none" else None
         t.late = families.late_note(t.key)
     for t in tests:  # an undeclared family leaves out what was never measured: such a row is not primary
@@ -136,7 +143,8 @@ def _row(ab: Ablation, claim: Claim, t: _Test, p_holm: float, divisor: float, fa
     # The reference sets the comparison's budget: an arm with extra parameters (a gate) trained the same
     # tokens, so its own TPP is a little lower, but the comparison is at the reference's scale.
     scale = scale_of(ab, [t.reference], claim.tpp_of_paper(t.arm))
-    effect = check.paper_effect(t.arm, c.mean_ref)
+    # The paper's effect is the arm's against its usual reference: a named reference has no figure of its own.
+    effect = None if t.named_reference else check.paper_effect(t.arm, c.mean_ref)
     primary_in_family = t.role == PRIMARY and math.isfinite(divisor)
     decision = Decision(t.role if primary_in_family else SECONDARY, c.n, c.mean_diff, c.sd_diff, t.p,
                         p_holm, family_size, divisor if primary_in_family else 1.0, t.margin, c.p_sign_flip)
@@ -182,6 +190,26 @@ def _floor(ab: Ablation, check: Check, reference: str) -> Floor | None:
         return None
     logged = items_scored(ab, reference, check.metric)
     return Floor(check.chance, logged or max(1, matched_metrics(ab, reference, check.metric)) * check.items_per_task)
+
+
+def _named_reference_tests(ab: Ablation, claim: Claim, families: Families, tests: list[_Test]) -> list[_Test]:
+    """A row per primary entry that names its own reference cell: the arm against that cell, beside (never
+    instead of) its usual row. One that names the usual reference is the usual row, declared primary."""
+    done = {(t.arm, t.reference, t.check.metric) for t in tests if not t.check.tuned}
+    found = []
+    for key in families.primary:
+        if not key.reference or key.arm not in ab.arms or key.reference not in ab.arms \
+                or (key.arm, key.reference, key.metric) in done:  # a cell this ablation lacks: nothing to compare
+            continue
+        check = next((c for c in claim.checks if c.metric == key.metric and not c.tuned), None)
+        applies, expect = claim.expectation(key.arm, check) if check is not None else (False, None)
+        if not applies:
+            continue
+        c, noise, s = _check_comparison(ab, check, key.arm, key.reference)
+        found.append(_Test(check, key.arm, key.reference, expect, c, noise, split_arm(key.arm)[1], speedup=s,
+                           named_reference=True))
+        done.add((key.arm, key.reference, key.metric))
+    return found
 
 
 def _tuned_tests(ab: Ablation, claim: Claim, check: Check) -> list[_Test]:
