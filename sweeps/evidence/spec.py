@@ -72,6 +72,7 @@ class EvidenceSpec:
     budgets: Mapping[str, float] = field(default_factory=dict)  # stage (or "all") -> the minutes it may take
     ablate_seeds: tuple[int, ...] = ABLATE_SEEDS
     where: str = ""  # the file, for sentences
+    whole: EvidenceSpec | None = field(default=None, compare=False, repr=False)  # before in_stages: the declaration
 
     def __post_init__(self) -> None:
         if not self.where:
@@ -154,7 +155,11 @@ class EvidenceSpec:
         ft = self.finetune_lr_tuning
         ft = replace(ft, arms=tuple(a for a in ft.arms if a in kept)) if ft is not None else None
         return replace(self, blocks=blocks, lr_tuning=tuple(t for t in self.lr_tuning if set(t.arms) & rated),
-                       finetune_lr_tuning=ft if ft is not None and ft.arms else None)
+                       finetune_lr_tuning=ft if ft is not None and ft.arms else None, whole=self.declared())
+
+    def declared(self) -> EvidenceSpec:
+        """The whole protocol as its file declares it, whichever stages this call runs: what is checked and hashed."""
+        return self.whole or self
 
     def at_recipe_size(self, recipe: str) -> EvidenceSpec:
         """The protocol under `recipe=<size>`, which sets the model: a cell at a rung (a CPU-ladder size) runs as
