@@ -30,7 +30,8 @@ report says the family was not declared.
 
 `checks_sha256` hashes the declaration with the claim's checks (metrics, directions, expectations, the
 paper's effects) and the protocol's seeds per block and learning-rate grids, so the provenance of an export
-can say what was declared when its cells ran.
+can say what was declared when its cells ran. The provenance keeps the `checks:` node itself too, and a results
+folder is judged by the families it recorded (`families_for(name, provenance)`), not by a later revision.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ COMPONENT_KEYS = {"arm", "without", "metric", "part"}
 CONTROL_KEYS = {"arm", "reference", "metric", "kind"}
 CONTROL_KINDS = ("null", "positive")
 ANY_ARM = "*"
+RECORDED_CHECKS = "checks"  # the provenance key holding the `checks:` node its cells ran under
 
 
 @dataclass(frozen=True)
@@ -127,12 +129,19 @@ def protocol_path(ablation_name: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def families_for(ablation_name: str) -> Families:
+def families_for(ablation_name: str, provenance: dict | None = None) -> Families:
+    """A results folder's families: the `checks` its provenance recorded when its cells ran (a later revision
+    of the protocol file does not re-judge data it did not declare), else the protocol file's as it is now."""
+    if not ablation_name.startswith(PROTOCOL_PREFIX):
+        return UNDECLARED
+    where = f"conf/evidence/{ablation_name[len(PROTOCOL_PREFIX):]}.yaml"
+    if provenance is not None and RECORDED_CHECKS in provenance:
+        return parse_families(provenance[RECORDED_CHECKS], where)
     path = protocol_path(ablation_name)
     if path is None:
         return UNDECLARED
     raw = OmegaConf.to_container(OmegaConf.load(path)) or {}
-    return parse_families(raw.get("checks"), f"conf/evidence/{path.name}")
+    return parse_families(raw.get("checks"), where)
 
 
 def parse_families(node: object, where: str) -> Families:

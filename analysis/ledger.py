@@ -6,11 +6,12 @@ Reads each `<results>/<paper>/data/` (analysis.results_data) and re-derives its 
 reports use (analysis.verdict_table, the rule in analysis.verdict). It opens with one line per paper claim
 (each primary check's direction and magnitude at its scale) and each paper's forest plot of decision
 intervals (drawn by its report); then each folder's hand-written `findings.md` (flagged when written against
-an older export); then every row each report tests, primary first: n, mean difference with the interval
-the verdict used and its level, raw and Holm p with the family size, the paper's effect in our units, the
+an older export); then every row each report tests, primary first: n, mean difference with the interval the
+verdict used and its level, raw and Holm p with the family size, the paper's effect in our units, the
 reference's seed sd, the power columns, the verdict in parts and the scale; then one provenance line per
-paper. The same inputs give a byte-identical file: nothing in it depends on the time it was written or the
-order the file system lists folders.
+paper. Each folder is judged by the families its provenance recorded; one whose cells ran under an earlier
+revision of its protocol file says so in one line (analysis.protocol_revision). The same inputs give a
+byte-identical file: nothing in it depends on the time it was written or the order the file system lists folders.
 
 The command also checks what it does not print: each folder's derived tables (verdicts, trend, rungs, prediction)
 against their re-derivation from `data/` (analysis.derived_files: a file that differs is rewritten and named),
@@ -38,6 +39,7 @@ from analysis.controls import NULL_ROLE, POSITIVE_ROLE, calibration_lines
 from analysis.derived_files import refresh_derived
 from analysis.exploratory import gated, ledger_gate
 from analysis.glance import claim_line
+from analysis.protocol_revision import superseded_line
 from analysis.verdict_audit import audit_results
 from analysis.ledger_text import effect_text, num_text, p_text, paper_effect_text, power_text, scale_text, verdict_text
 from analysis.scale import MATCHED_TPP
@@ -114,8 +116,9 @@ def provenance_line(folder: Path, claim: Claim) -> str:
             f"`{record.get('command', '?')}`.")
 
 
-def findings_section(folder: Path, claim: Claim) -> list[str]:
-    """The folder's findings.md under a heading, with a warning when it reads another export."""
+def findings_section(folder: Path, claim: Claim, superseded: str = "") -> list[str]:
+    """The folder's findings.md under a heading, with a warning when it reads another export, and the line
+    saying the folder is from an earlier revision of its protocol when `superseded` holds it."""
     path = folder / FINDINGS_FILE
     if not path.is_file():
         return []
@@ -123,7 +126,7 @@ def findings_section(folder: Path, claim: Claim) -> list[str]:
     first, _, rest = text.partition("\n")
     record = prov.read_provenance(folder) or {}
     current = export_stamp(record)
-    lines = [f"### `{claim.preset}`", ""]
+    lines = [f"### `{claim.preset}`", "", *([f"_{superseded}_", ""] if superseded else [])]
     if not first.startswith(READS_PREFIX):
         lines += [f"_This reading does not say which export it reads (its first line should be "
                   f"`{READS_PREFIX}{current}`); check it against the table._", ""]
@@ -151,7 +154,7 @@ def render_ledger(results: Path, out: Path, refreshed: dict[str, list[str]] | No
         ran = read_results_data(folder)
         ab = as_compared(ran, record)  # the fine-tunes the report's comparisons read
         claim = claim_for(ab.claim_key)
-        families = families_for(ab.name)
+        families = families_for(ab.name, record)  # the checks these cells ran under, as the export recorded them
         verdicts = gated(verdicts_table(ab, claim, families), ran, record)
         if refreshed is not None:
             refreshed[folder.name] = refresh_derived(folder, ab, verdicts)
@@ -167,13 +170,14 @@ def render_ledger(results: Path, out: Path, refreshed: dict[str, list[str]] | No
         if not rows.empty:
             cost = overhead_table(ab, claim).set_index("arm")
             line, _, checks = claim_line(ab, claim, rows, cost, families).partition("\n")
-            glance.append(line + declaration_flag(families, record) + (f"\n{checks}" if checks else ""))
+            glance.append(line + declaration_flag(families, record) + revision_flag(ab.name, record)
+                          + (f"\n{checks}" if checks else ""))
             table += ledger_rows(folder, rows, claim, out.parent)
         if (folder / FOREST_FILE).is_file():
             rel = Path(os.path.relpath(folder / FOREST_FILE, out.parent)).as_posix()
             forests += [f"![{claim.preset}: decision intervals per check and rung]({rel})", ""]
         provenance.append(provenance_line(folder, claim))
-        findings += findings_section(folder, claim)
+        findings += findings_section(folder, claim, superseded_line(ab.name, record))
     lines = [
         "# Results ledger", "",
         f"Every row each paper's report tests, re-derived by `python -m analysis.ledger` from the exported "
@@ -216,6 +220,12 @@ def declaration_flag(families: Families, record: dict) -> str:
         return (" _(families declared after these data were exported: their provenance has no checks_sha256,"
                 " so the split into primary and secondary was made with the data seen)_")
     return ""
+
+
+def revision_flag(name: str, record: dict) -> str:
+    """Whether these cells ran under the protocol file as it is now (analysis.protocol_revision)."""
+    line = superseded_line(name, record)
+    return f" _{line}_" if line else ""
 
 
 def write_ledger(results: str | Path = "results", out: str | Path = LEDGER_FILE,

@@ -42,7 +42,7 @@ class ReportContext:
 
     @cached_property
     def families(self) -> Families:
-        return families_for(self.ab.name)
+        return families_for(self.ab.name, self.provenance)  # the checks the folder recorded, else the protocol's
 
     @cached_property
     def verdicts(self) -> pd.DataFrame:
