@@ -48,22 +48,31 @@ def block_cells(spec: EvidenceSpec, blocks: tuple[Block, ...] | list[Block],
     """The blocks' cells. With `chosen` (arm -> rate, from the tuning stage) a tuned arm runs at its rate, a
     control (`rate_of`) at its reference's rate x its factor, and either without a rate is left out; without
     it every arm runs as declared (what the dry run composes)."""
-    tuned = {a: t.key for t in spec.lr_tuning for a in t.arms}
     cells = []
     for block in blocks:
         for name in block.arms:
-            words = spec.arm_words(name)
-            source = spec.rate_source(name)
-            rated, factor = source if source is not None else (name, 1.0)
-            if chosen is not None and rated in tuned:
-                if rated not in chosen:
-                    if source is not None:  # the reference's own line says why it has no rate
-                        print(f"[{spec.paper}] `{name}` runs at `{rated}`'s tuned rate (rate_of), which it did not "
-                              "get: its test cells do not run", file=sys.stderr, flush=True)
-                    continue
-                words.append(f"{tuned[rated]}={chosen[rated] * factor!r}")
-            cells += [Cell(name, seed, tuple(words)) for seed in block.seeds]
+            words = rated_words(spec, name, chosen)
+            if words is not None:
+                cells += [Cell(name, seed, tuple(words)) for seed in block.seeds]
     return cells
+
+
+def rated_words(spec: EvidenceSpec, name: str, chosen: dict[str, float] | None,
+                cell_name: str | None = None) -> list[str] | None:
+    """The cell's overrides at its tuned rate (or its reference's x the factor, for a control); None when it is
+    tuned and `chosen` has no rate for it. Without `chosen`, the overrides as declared."""
+    tuned = {a: t.key for t in spec.lr_tuning for a in t.arms}
+    words = spec.arm_words(name, cell_name)
+    source = spec.rate_source(name)
+    rated, factor = source if source is not None else (name, 1.0)
+    if chosen is None or rated not in tuned:
+        return words
+    if rated not in chosen:
+        if source is not None:  # the reference's own line says why it has no rate
+            print(f"[{spec.paper}] `{name}` runs at `{rated}`'s tuned rate (rate_of), which it did not "
+                  "get: its test cells do not run", file=sys.stderr, flush=True)
+        return None
+    return [*words, f"{tuned[rated]}={chosen[rated] * factor!r}"]
 
 
 def control_rates(spec: EvidenceSpec, chosen: dict[str, float]) -> dict[str, dict]:
@@ -87,13 +96,18 @@ def all_lr_tuning_cells(spec: EvidenceSpec) -> list[Cell]:
     return lr_tuning_cells(spec, [(t, a, t.grid, t.tuning_seeds) for t in spec.lr_tuning for a in t.arms])
 
 
-def finetune_tuning_bases(spec: EvidenceSpec) -> list[Cell]:
-    """Each fine-tune-tuned arm pre-trained on the tuning seeds as `<arm>@ft_tuning` (sweeps/finetune_tuning.py)."""
+def finetune_tuning_bases(spec: EvidenceSpec, chosen: dict[str, float] | None = None) -> list[Cell]:
+    """Each fine-tune-tuned arm pre-trained on the tuning seeds as `<arm>@ft_tuning` (sweeps/finetune_tuning.py),
+    at the arm's tuned pre-training rate when `chosen` is given (an arm tuned without a rate gets no base)."""
     tuning = spec.finetune_lr_tuning
     if tuning is None:
         return []
-    return [Cell(tuning_base_arm(arm), seed, tuple(spec.arm_words(arm, tuning_base_arm(arm))), FT_TUNING)
-            for arm in tuning.arms for seed in tuning.tuning_seeds]
+    cells = []
+    for arm in tuning.arms:
+        words = rated_words(spec, arm, chosen, tuning_base_arm(arm))
+        if words is not None:
+            cells += [Cell(tuning_base_arm(arm), seed, tuple(words), FT_TUNING) for seed in tuning.tuning_seeds]
+    return cells
 
 
 def launch_grids(spec: EvidenceSpec, cells: list[Cell], args: EvidenceArgs) -> list[Grid]:

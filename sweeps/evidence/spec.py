@@ -135,8 +135,8 @@ class EvidenceSpec:
         return sum(len(t.arms) * len(t.grid) * len(t.tuning_seeds) for t in self.lr_tuning)
 
     def tuning_cells(self) -> set[str]:
-        """The arm names of the tuning cells (`<arm>@lr<rate>`)."""
-        return {t.cell_arm(a, r) for t in self.lr_tuning for a in t.arms for r in t.grid}
+        """The arm names of the tuning cells (`<arm>@lr<rate>`), at every rate a grid may grow to."""
+        return {t.cell_arm(a, r) for t in self.lr_tuning for a in t.arms for r in t.lattice()}
 
     def stage_tunings(self, stage: str) -> list[LrTuning]:
         """The grids a stage tunes: each in the first stage that needs its rates (its arms' stage, or an earlier
@@ -174,10 +174,10 @@ class EvidenceSpec:
             raise ConfigError(f"Under recipe={recipe} {self.where}'s rung arms run as their family arms at the "
                               f"recipe's size, which would run {', '.join(twice)} twice.")
         checks = dict(self.checks or {})
-        for part in ("primary", "added_after_data"):  # the parts that name arms (analysis.families)
+        for part in ("primary", "added_after_data", "components"):  # the parts that name cells (analysis.families)
             if isinstance(checks.get(part), list):
-                checks[part] = [{**e, "arm": self.family(str(e["arm"]))} if isinstance(e, dict) and "arm" in e else e
-                                for e in checks[part]]
+                checks[part] = [{**e, **{k: self.family(str(e[k])) for k in ("arm", "reference", "without") if k in e}}
+                                if isinstance(e, dict) else e for e in checks[part]]
         ft = self.finetune_lr_tuning
         return replace(self, blocks=blocks, checks=checks or self.checks,
                        lr_tuning=tuple(replace(t, arms=mapped(t.arms)) for t in self.lr_tuning),

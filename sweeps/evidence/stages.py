@@ -71,7 +71,7 @@ def run_stages(spec: EvidenceSpec, args: EvidenceArgs, run: RunGrids, chosen: di
         if blocks:
             _against_budget(spec, stage, f"stage {stage}: {stage_cells(blocks)} cells", stage_started)
     if spec.finetune:
-        failed += _finetune_stage(spec, args, run, chosen_ft)
+        failed += _finetune_stage(spec, args, run, chosen, chosen_ft)
     if "all" in spec.budgets:
         _against_budget(spec, "all", "all stages run", started)
     return failed
@@ -86,11 +86,12 @@ def _against_budget(spec: EvidenceSpec, part: str, what: str, started: float) ->
               "for it", file=sys.stderr, flush=True)
 
 
-def _finetune_stage(spec: EvidenceSpec, args: EvidenceArgs, run: RunGrids, chosen_ft: dict[str, float]) -> int:
+def _finetune_stage(spec: EvidenceSpec, args: EvidenceArgs, run: RunGrids, chosen: dict[str, float],
+                    chosen_ft: dict[str, float]) -> int:
     workers = args.workers or default_workers()
     recipe = load_base_recipe(spec.finetune, args.recipe_overrides, spec.finetune_lr_tuning)
     code, picked, failed = tune_finetune_rates(
-        spec, args, workers, recipe, lambda: _launch_code(spec, plan.finetune_tuning_bases(spec), args, run))
+        spec, args, workers, recipe, lambda: _launch_code(spec, plan.finetune_tuning_bases(spec, chosen), args, run))
     if code:
         raise Stopped(code)
     chosen_ft.update(picked)
