@@ -82,6 +82,7 @@ ablate: setup ## paired-seed ablation grid + report: make ablate EXP=wisca [WORK
 	$(PY) -m sweeps.ablate experiment=$(EXP) $(if $(WORKERS),workers=$(WORKERS)) $(if $(LAUNCHER),launcher=$(LAUNCHER)) $(ARGS)
 
 evidence: setup ## each paper's protocol -> results/<paper>/ + RESULTS.md: make evidence [PAPERS=wisca,pc_layer] [STAGES=headline,below,scale]
+	@test -f data/cache/corpora/evidence_en/provenance.json || $(MAKE) --no-print-directory evidence-corpus ARGS=
 	$(PY) -m sweeps.evidence $(if $(PAPERS),papers=$(PAPERS)) $(if $(STAGES),stages=$(STAGES)) $(if $(WORKERS),workers=$(WORKERS)) $(ARGS)
 
 ledger: $(STAMP) ## regenerate RESULTS.md from the committed results/*/ exports
