@@ -8,7 +8,6 @@ only when its data exists, else returns None (the drawing conventions are analys
 from __future__ import annotations
 
 import fnmatch
-import math
 import re
 from pathlib import Path
 
@@ -16,9 +15,11 @@ import numpy as np
 import pandas as pd
 
 from analysis.ablation import Ablation, run_value
+from analysis.claims import split_arm
 from analysis.load_runs import numeric
 from analysis.plots import (
-    TOKENS_LABEL, arm_colors, arm_label, draw_bands, mean_and_range, new_figure, save_figure, too_few_seeds,
+    TOKENS_LABEL, arm_colors, arm_label, draw_bands, figure_legend, grid_shape, mean_and_range, new_figure,
+    save_figure, too_few_seeds,
 )
 from analysis.verdict import MIN_SEEDS
 
@@ -47,8 +48,7 @@ def plot_trajectories(ab: Ablation, panels: dict[str, str], path: Path, title: s
             shown[name] = frame
     if not shown:
         return None
-    ncols = min(3, len(shown))
-    nrows = math.ceil(len(shown) / ncols)
+    nrows, ncols = grid_shape(len(shown))
     fig, axes = new_figure(nrows, ncols, width=5.0, height=3.8)
     for ax, (name, frame) in zip(axes.flat, shown.items()):
         draw_bands(ax, ab, frame, name)
@@ -57,9 +57,9 @@ def plot_trajectories(ab: Ablation, panels: dict[str, str], path: Path, title: s
         ax.set_ylabel(ylabel, fontsize=8)
         if logy:
             ax.set_yscale("log")
-        ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(shown):]:
         ax.set_visible(False)
+    figure_legend(fig, axes.flat)  # one for all panels: every panel draws the same arms
     fig.suptitle(f"{ab.name}: {title}\n(line = mean over seeds, band = min-max)", fontsize=10)
     return save_figure(fig, path)
 
@@ -101,7 +101,8 @@ def plot_declared_trajectories(ab: Ablation, spec: dict, path: Path) -> Path | N
 
 def plot_final_bars(ab: Ablation, spec: dict, path: Path) -> Path | None:
     """Final metrics under a prefix, one bar per last key part and arm (mean over seeds, whisker = min-max);
-    one subplot per declared panel `{prefix, ylabel, logy}`; arms without any value are left out."""
+    one subplot per declared panel `{prefix, ylabel, logy}` and variant (each arm beside its own variant's
+    arms only; a family keeps its colour), in a grid; arms without any value are left out."""
     panels = []
     for panel in spec["panels"]:
         cols = sorted(c for c in ab.finished.columns if c.startswith(f"metrics.{panel['prefix']}"))
@@ -111,32 +112,43 @@ def plot_final_bars(ab: Ablation, spec: dict, path: Path) -> Path | None:
         return None
     first = panels[0][0]
     arms = [a for a in ab.arms if not ab.finished[ab.finished["arm"] == a][first].isna().all().all()]
+    variants = list(dict.fromkeys(split_arm(a)[1] for a in arms)) or [""]
+    families = list(dict.fromkeys(split_arm(a)[0] for a in arms))
+    colors = {a: f"C{families.index(split_arm(a)[0]) % 10}" for a in arms}
+    facets = [(cols, panel, variant) for cols, panel in panels for variant in variants]
     groups = max(len(cols) for cols, _ in panels)
-    fig, axes = new_figure(1, len(panels), width=max(6.0, 1.1 * groups * max(1, len(arms)) / 3))
-    colors = arm_colors(ab.arms)
-    for ax, (cols, panel) in zip(axes[0], panels):
-        names = [c.rsplit("/", 1)[-1] for c in cols]
-        x = np.arange(len(names))
-        width = 0.8 / max(1, len(arms))
-        unwhiskered = []
-        for i, arm in enumerate(arms):
-            mean, whiskers = mean_and_range(ab.finished[ab.finished["arm"] == arm][cols].to_numpy(dtype=float))
-            ax.bar(x + i * width, mean, width, yerr=whiskers, capsize=2, color=colors[arm], label=arm_label(ab, arm))
-            if whiskers is None:
-                unwhiskered.append(arm)
-        too_few_seeds(ax, unwhiskered)
-        ax.set_xticks(x + width * (len(arms) - 1) / 2, names)
-        ax.set_xlabel(spec.get("xlabel", ""))
+    per_facet = max([sum(split_arm(a)[1] == v for a in arms) for v in variants] + [1])
+    nrows, ncols = grid_shape(len(facets))
+    fig, axes = new_figure(nrows, ncols, width=min(7.0, max(4.0, 0.12 * groups * per_facet + 2.5)), height=3.2)
+    for ax, (cols, panel, variant) in zip(axes.flat, facets):
+        shown = [a for a in arms if split_arm(a)[1] == variant]
+        _bars(ax, ab, shown, cols, colors)
+        ax.set_xlabel(spec.get("xlabel", ""), fontsize=8)
         ax.set_ylabel(panel.get("ylabel", ""), fontsize=8)
         if panel.get("logy"):
             ax.set_yscale("log")
-        ax.legend(fontsize=7)
-    legend = "bar = mean over seeds, whisker = min-max"
-    if len(panels) == 1:
-        axes[0][0].set_title(f"{ab.name}: {spec['title']}\n({legend})", fontsize=10)
-    else:
-        fig.suptitle(f"{ab.name}: {spec['title']} ({legend})", fontsize=10)
+        seeds = "/".join(str(len(ab.run_ids(a))) for a in shown)  # in the legend's order
+        ax.set_title(f"{variant or '(no variant)'} ({seeds} seeds)", fontsize=9)
+    for ax in list(axes.flat)[len(facets):]:
+        ax.set_visible(False)
+    figure_legend(fig, axes.flat)
+    fig.suptitle(f"{ab.name}: {spec['title']}\n(bar = mean over seeds, whisker = min-max)", fontsize=10)
     return save_figure(fig, path)
+
+
+def _bars(ax, ab: Ablation, arms: list[str], cols: list[str], colors: dict[str, str]) -> None:
+    """One group of bars per metric in `cols`, one bar per arm (labelled by its family)."""
+    names = [c.rsplit("/", 1)[-1] for c in cols]
+    x = np.arange(len(names))
+    width = 0.8 / max(1, len(arms))
+    unwhiskered = []
+    for i, arm in enumerate(arms):
+        mean, whiskers = mean_and_range(ab.finished[ab.finished["arm"] == arm][cols].to_numpy(dtype=float))
+        ax.bar(x + i * width, mean, width, yerr=whiskers, capsize=2, color=colors[arm], label=split_arm(arm)[0])
+        if whiskers is None:
+            unwhiskered.append(arm)
+    too_few_seeds(ax, unwhiskered)
+    ax.set_xticks(x + width * (len(arms) - 1) / 2, names, fontsize=8)
 
 
 def plot_declared_init_std(ab: Ablation, spec: dict, path: Path) -> Path | None:
@@ -190,7 +202,7 @@ def plot_init_std(ab: Ablation, path: Path) -> Path | None:
     ax.set_xlabel("weight matrix (mean over layers)")
     ax.set_title(f"{ab.name}: initial weight std by matrix (mean over layers and seeds)", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7)
+    figure_legend(fig, [ax])  # below the axes: one entry per arm would cover the points
     return save_figure(fig, path)
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from analysis.plots import save_figure
 from analysis.verdict import NO_CLAIM, PRIMARY
 
 FOREST_FILE = "forest.png"
@@ -34,11 +35,7 @@ def plot_forest(verdicts: pd.DataFrame, path: Path, title: str) -> Path | None:
         _panel(ax, rows[(rows["metric"] == metric) & ((rows["variant"] == "tuned") == tuned)], metric, tuned)
     fig.suptitle(f"{title}\ndot = mean difference (arm - reference), bar = the interval the verdict used "
                  "(its level in the label), red x = the paper's effect", fontsize=9)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
-    return path
+    return save_figure(fig, path, DPI)
 
 
 def _panel(ax, rows: pd.DataFrame, metric: str, tuned: bool) -> None:

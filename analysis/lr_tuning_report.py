@@ -24,7 +24,7 @@ from analysis import markdown as md
 from analysis.ablation import Ablation, better_direction
 from analysis.finetune_lr_tuning import FINETUNE_RATE_KEY, tuning_runs
 from analysis.lr_tuning import LrTuning, chosen_rates, rate_text, tuning_cells, tuning_table
-from analysis.plots import new_figure, save_figure
+from analysis.plots import grid_shape, new_figure, save_figure
 from analysis.sections import Section
 from analysis.seeds import seed_key
 
@@ -127,8 +127,10 @@ def plot_lr_tuning(tunings: list[LrTuning], cells: list[pd.DataFrame], tables: l
     """One panel per declared grid: each arm's per-seed and mean final metric against the rate (log axis)."""
     if all(not (c["state"] == "finished").any() for c in cells):
         return None
-    fig, axes = new_figure(1, len(tunings), width=6.0)
-    for ax, tuning, seeds, table in zip(axes[0], tunings, cells, tables):
+    fig, axes = new_figure(*grid_shape(len(tunings)), width=6.0)
+    for ax in list(axes.flat)[len(tunings):]:
+        ax.set_visible(False)
+    for ax, tuning, seeds, table in zip(axes.flat, tunings, cells, tables):
         for i, arm in enumerate(tuning.arms):
             rows, color = table[table["arm"] == arm], f"C{i % 10}"
             done = seeds[(seeds["arm"] == arm) & (seeds["state"] == "finished")]  # also of an incomplete rate

@@ -13,7 +13,9 @@ logged to the parent run as artifacts under `report/`.
 FROM=<folder> rebuilds the report inside an exported results folder from its `data/` files alone
 (analysis.results_data), and EXPORT=<folder> writes such a folder from the store first. Both paths render
 the same `Ablation` object (analysis.ablation), so a report from the store and one from the CSVs are the
-same text. An exported folder may hold `provenance.json` (analysis.provenance); the header shows it.
+same text. The export keeps each curve thinned (analysis.decimate) and renders from what it kept. In a
+results folder, committed whole, `report.html` shows the figures from their files beside it. An exported
+folder may hold `provenance.json` (analysis.provenance); the header shows it.
 
 This module is the verb and its entry points; what an ablation's report says is analysis/ablation_report.py,
 a sweep's analysis/sweep_report.py, and the parts every report shares analysis/sections.py.
@@ -34,7 +36,7 @@ from analysis.exploratory import EXPLORATORY
 from analysis.verdict import PRIMARY
 from analysis.html_report import write_html
 from analysis.load_runs import RunNotFound, RunStore
-from analysis.results_data import ResultsDataError, read_results_data, write_results_data
+from analysis.results_data import ResultsDataError, exported, read_results_data, write_results_data
 from analysis.results_data import safe_name as _safe
 from analysis.sections import ARTIFACT_PATH, REPORT_FILE, fresh_dir, reports_root
 from analysis.store_ablation import load_ablation
@@ -58,7 +60,7 @@ def write_report(
     if parent.data.tags.get(tags.SWEEP_ROLE) == tags.PARENT_ROLE:
         return write_sweep_report(parent_run_id, runs_dir, reports_dir, log_to_mlflow, store)
     ab = load_ablation(store, parent)
-    path = render_report(ab, reports_root(reports_dir) / _safe(ab.name))
+    path = render_report(ab, reports_root(reports_dir) / _safe(ab.name), embed_figures=True)
     if log_to_mlflow:
         store.client.log_artifacts(parent_run_id, str(path.parent), artifact_path=ARTIFACT_PATH)
     return path
@@ -72,7 +74,7 @@ def export_results(parent_run_id: str, folder: str | Path, runs_dir: str | Path 
     parent = store.run(parent_run_id)
     if parent.data.tags.get(tags.SWEEP_ROLE) == tags.PARENT_ROLE:
         raise ValueError(f"Run {parent_run_id} is a sweep parent; only ablations are exported.")
-    ab = load_ablation(store, parent)
+    ab = exported(load_ablation(store, parent))  # the report reads what data/ keeps, as FROM= will
     folder = Path(folder)
     write_results_data(ab, folder)
     if provenance is not None:
@@ -87,13 +89,16 @@ def report_from_results(folder: str | Path) -> Path:
     return render_report(ab, folder, prov.read_provenance(folder))
 
 
-def render_report(ab: Ablation, out: Path, provenance: dict | None = None) -> Path:
-    """Render an Ablation into `out` (report.md, figures, CSV tables); never touches a store."""
+def render_report(ab: Ablation, out: Path, provenance: dict | None = None, embed_figures: bool = False) -> Path:
+    """Render an Ablation into `out` (report.md, figures, CSV tables); never touches a store.
+
+    report.html names its figures beside it (a results folder is committed whole); `embed_figures` puts them
+    inside it, for MLflow's artifact view, which shows one file alone."""
     out = Path(out)
     fresh_dir(out)
     path = out / REPORT_FILE
     path.write_text(render_ablation(ab, claim_for(ab.claim_key), out, provenance))
-    write_html(path)  # report.html: the same report with its figures inside, for MLflow's artifact view
+    write_html(path, embed=embed_figures)
     return path
 
 

@@ -10,8 +10,11 @@ Layout of `<folder>/data/`:
                         end_time, params.* / tags.* a report reads (budget, model, regime, seed, arm,
                         config hash, git commit, thread count, ...), final metrics.*, and
                         derived.seconds_per_token (from the run's throughput logs), then arm, seed
-    curves.csv          long format: run_id, key, step, tokens_seen, value (the keys and prefixes of
-                        analysis.ablation.CURVE_KEYS / CURVE_PREFIXES, throughput left out)
+    curves.csv.gz       long format: run_id, key, step, tokens_seen, value (the keys and prefixes of
+                        analysis.ablation.CURVE_KEYS / CURVE_PREFIXES, throughput left out), each
+                        (run, key) thinned by the export (`exported`, analysis.decimate); gzip, as
+                        its run ids and keys repeat on every row (a sixth of the bytes). An export
+                        written before holds a plain `curves.csv`, read as it is.
     finetune_runs.csv   fine-tune runs started from the children, same columns as runs.csv (maybe none)
     token_gaps.csv      per arm, the token-gap table by difficulty decile on one seed (maybe none)
     sv_hist.csv         per arm, which run's `sv_hist` artifact is kept (if any) ...
@@ -29,17 +32,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
 from analysis.ablation import Ablation, ParentRecord, SvHist, assemble, run_column_dtype, typed_runs
+from analysis.decimate import decimate_curves
 from analysis.store_ablation import CURVE_DTYPES, empty_token_gaps, typed_curves
 
 DATA_DIR = "data"
 PARENT_FILE = "parent.json"
 RUNS_FILE = "runs.csv"
-CURVES_FILE = "curves.csv"
+CURVES_FILE = "curves.csv.gz"
+PLAIN_CURVES_FILE = "curves.csv"  # older exports' curves, uncompressed
 FINETUNES_FILE = "finetune_runs.csv"
 TOKEN_GAPS_FILE = "token_gaps.csv"
 SV_HIST_FILE = "sv_hist.csv"
@@ -51,8 +57,14 @@ class ResultsDataError(ValueError):
     """A results folder that cannot be read (missing or malformed files)."""
 
 
+def exported(ab: Ablation) -> Ablation:
+    """`ab` as an export keeps it: every curve thinned to the points a report reads and a figure shows."""
+    return replace(ab, curves=decimate_curves(ab.curves))
+
+
 def write_results_data(ab: Ablation, folder: str | Path) -> Path:
-    """Write `ab` to `<folder>/data/`, replacing an older export whole; returns the data folder."""
+    """Write `ab` to `<folder>/data/`, replacing an older export whole; returns the data folder. Its curves
+    are written thinned (`exported`; thinning twice changes nothing)."""
     if ab.parent is None:
         raise ValueError("An ablation without its parent run record cannot be exported.")
     folder = Path(folder)
@@ -67,7 +79,7 @@ def write_results_data(ab: Ablation, folder: str | Path) -> Path:
             "tags": ab.parent.tags, "params": ab.parent.params, "source": ab.parent.source,
         })
         _write_csv(ab.runs, staging / RUNS_FILE)
-        _write_csv(ab.curves, staging / CURVES_FILE)
+        _write_csv(decimate_curves(ab.curves), staging / CURVES_FILE)
         _write_csv(ab.finetunes, staging / FINETUNES_FILE)
         _write_csv(ab.token_gaps, staging / TOKEN_GAPS_FILE)
         if ab.sv_hists:
@@ -92,7 +104,7 @@ def read_results_data(folder: str | Path) -> Ablation:
     folder = Path(folder)
     data = folder if (folder / PARENT_FILE).is_file() else folder / DATA_DIR
     for required in (PARENT_FILE, RUNS_FILE, CURVES_FILE, FINETUNES_FILE, TOKEN_GAPS_FILE):
-        if not (data / required).is_file():
+        if not (data / required).is_file() and not (required == CURVES_FILE and (data / PLAIN_CURVES_FILE).is_file()):
             raise ResultsDataError(f"{data / required} is missing: {folder} is not an exported results folder "
                                    "(analysis.report export writes one).")
     try:
@@ -104,7 +116,7 @@ def read_results_data(folder: str | Path) -> Ablation:
     runs = _read_runs(data / RUNS_FILE)
     derived = [c for c in ("arm", "seed") if c in runs]  # assemble derives them again from the tags
     runs = runs.drop(columns=derived)
-    curves = typed_curves(_read_csv(data / CURVES_FILE, CURVE_DTYPES))
+    curves = read_curves(data)
     finetunes = _read_runs(data / FINETUNES_FILE)
     token_gaps = _read_csv(data / TOKEN_GAPS_FILE, empty_token_gaps().dtypes.astype(str).to_dict())
     sv_hists = []
@@ -115,6 +127,16 @@ def read_results_data(folder: str | Path) -> Ablation:
                                    (data / SV_HIST_DIR / row["file"]).read_bytes()))
     ab = assemble(parent, runs, curves, finetunes, token_gaps, sv_hists)
     return ab
+
+
+def curves_path(data: Path) -> Path:
+    """The curves file of a data folder: the gzip one, else an older export's plain CSV."""
+    return data / CURVES_FILE if (data / CURVES_FILE).is_file() or not (data / PLAIN_CURVES_FILE).is_file() \
+        else data / PLAIN_CURVES_FILE
+
+
+def read_curves(data: Path) -> pd.DataFrame:
+    return typed_curves(_read_csv(curves_path(data), CURVE_DTYPES))
 
 
 def _read_runs(path: Path) -> pd.DataFrame:
@@ -137,7 +159,9 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     texts = frame.select_dtypes(include=["str", "object"])
     if texts.isin([NA_MARK]).any().any():
         raise ValueError(f"A text value equals the missing-value mark {NA_MARK!r}; it cannot be exported.")
-    frame.to_csv(path, index=False, na_rep=NA_MARK, date_format="%Y-%m-%dT%H:%M:%S.%f")
+    # mtime 0: the same frame gives the same bytes (gzip records the time it was written otherwise).
+    compression = {"method": "gzip", "mtime": 0} if path.suffix == ".gz" else None
+    frame.to_csv(path, index=False, na_rep=NA_MARK, date_format="%Y-%m-%dT%H:%M:%S.%f", compression=compression)
 
 
 def _write_json(path: Path, payload: dict) -> None:

@@ -185,10 +185,9 @@ def plot_token_gap(df: pd.DataFrame, path: str | Path, title: str = "run S vs ru
     bottom.set_xticks(x, [f"{b}\n(n={c})" for b, c in zip(bins["bin"], bins["count"])], fontsize=7)
     bottom.set_xlabel("difficulty bin, easiest → hardest (average loss of both runs)")
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    return path
+    from analysis.plots import save_png
+
+    return save_png(fig, path, dpi=100, crop=False)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from analysis.report_context import ReportContext
-from analysis.results_data import DATA_DIR
+from analysis.results_data import CURVES_FILE, DATA_DIR
 from analysis.sections import Section
 
 
@@ -17,5 +17,5 @@ def section(ctx: ReportContext) -> Section:
         "- Step convention: a metric at step k was measured after optimizer step k (0-based); tokens seen = "
         "(k + 1) x tokens per step.",
         "- Tables are also saved as CSV next to this file; every curve is in the MLflow store (`make mlflow-ui`) "
-        f"and, in an exported results folder, in `{DATA_DIR}/curves.csv`.",
+        f"and, in an exported results folder, thinned to the points a report reads, in `{DATA_DIR}/{CURVES_FILE}`.",
     ])

@@ -53,3 +53,14 @@ def test_figures_are_embedded_as_data_uris_and_a_missing_one_stays_a_link(tmp_pa
     assert '<a href="not_there.png">missing</a>' in text
     assert "<title>Reproduction report: smoke</title>" in text
     assert write_html(tmp_path / "report.md").read_text() == text  # same inputs, same bytes
+
+
+def test_a_results_folder_page_names_its_figures_beside_it(tmp_path) -> None:
+    """A committed folder holds the PNGs already: the page shows them by relative path, with no copy inside."""
+    picture = np.zeros((4, 6, 3))
+    matplotlib.image.imsave(tmp_path / "loss_vs_tokens.png", picture)
+    (tmp_path / "report.md").write_text(MARKDOWN)
+    text = write_html(tmp_path / "report.md", embed=False).read_text()
+    assert '<img alt="Loss against tokens." src="loss_vs_tokens.png">' in text
+    assert "base64" not in text
+    assert '<a href="not_there.png">missing</a>' in text  # a missing figure is still a link

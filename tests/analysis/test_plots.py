@@ -1,4 +1,5 @@
-"""The loss figure a researcher reads first: one row of panels per variant, zoomed where curves separate."""
+"""The loss figure a researcher reads first: one panel per variant in a grid, zoomed where curves separate;
+every figure at most MAX_PIXELS on its longest side."""
 
 import matplotlib.image
 import pandas as pd
@@ -24,11 +25,25 @@ def test_zoom_range_spans_the_lowest_final_value_to_the_loss_at_a_tenth_of_the_t
     assert plots.zoom_range(table, ["missing"]) is None
 
 
-def test_loss_figure_has_one_row_per_variant(tmp_path) -> None:
-    """Before: every rung's arms shared one axis with the first steps' losses, and no curve could be told apart."""
-    one = plots.plot_loss_curves(handmade({"baseline": [2.0, 2.1, 2.05], "pc": [1.9, 1.95, 1.92]}), tmp_path / "one.png")
-    two = plots.plot_loss_curves(handmade({"baseline": [2.0, 2.1, 2.05], "pc": [1.9, 1.95, 1.92],
-                                           "baseline@x4": [1.6, 1.62, 1.61], "pc@x4": [1.5, 1.52, 1.51]}),
+def test_loss_figure_has_one_panel_per_variant_in_a_grid(tmp_path) -> None:
+    """Before: every rung's arms shared one axis with the first steps' losses, and no curve could be told apart;
+    then one row per rung made a column taller than ten screens."""
+    arms = {"baseline": [2.0, 2.1, 2.05], "pc": [1.9, 1.95, 1.92]}
+    one = plots.plot_loss_curves(handmade(arms), tmp_path / "one.png")
+    two = plots.plot_loss_curves(handmade({**arms, "baseline@x4": [1.6, 1.62, 1.61], "pc@x4": [1.5, 1.52, 1.51]}),
                                  tmp_path / "two.png")
-    height_one, height_two = (matplotlib.image.imread(p).shape[0] for p in (one, two))
-    assert height_two > 1.7 * height_one  # a second row of panels for the x4 rung
+    many = plots.plot_loss_curves(handmade({f"{a}@lr{k}": v for k in range(12) for a, v in arms.items()}),
+                                  tmp_path / "many.png")
+    (h1, w1), (h2, w2), (hm, wm) = (matplotlib.image.imread(p).shape[:2] for p in (one, two, many))
+    assert w2 > 1.3 * w1 and h2 < 1.3 * h1  # the x4 rung's panel beside the first
+    assert max(hm, wm) <= plots.MAX_PIXELS and hm > 1.5 * h1 and wm > 2.5 * w1  # 12 panels: rows and columns
+
+
+def test_a_figure_too_large_for_a_screen_is_saved_at_a_lower_dpi(tmp_path) -> None:
+    fig, axes = plots.new_figure(1, 1, width=40.0, height=3.0)
+    axes[0][0].plot([0, 1], [0, 1])
+    height, width = matplotlib.image.imread(plots.save_figure(fig, tmp_path / "wide.png")).shape[:2]
+    assert plots.MAX_PIXELS * 0.95 <= width <= plots.MAX_PIXELS and height < 200
+    fig, axes = plots.new_figure(1, 1, width=6.0, height=4.0)
+    height, width = matplotlib.image.imread(plots.save_figure(fig, tmp_path / "small.png")).shape[:2]
+    assert 550 <= width <= 650  # a figure that fits keeps DPI

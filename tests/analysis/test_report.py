@@ -295,7 +295,7 @@ def test_export_then_report_from_the_files_alone_is_the_same_report(ablation_sto
     store_path, store_text = report
     assert exported.read_text() == store_text  # export renders the very report write_report renders
     data = exported.parent / "data"
-    assert {p.name for p in data.iterdir()} >= {"parent.json", "runs.csv", "curves.csv", "finetune_runs.csv",
+    assert {p.name for p in data.iterdir()} >= {"parent.json", "runs.csv", "curves.csv.gz", "finetune_runs.csv",
                                                 "token_gaps.csv", "sv_hist.csv", "sv_hist"}
 
     # Same object both ways: frames equal to the bit, dtypes and seed order included.

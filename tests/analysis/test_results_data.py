@@ -117,7 +117,7 @@ def test_a_failed_export_leaves_the_previous_one_untouched(ablation, exported, m
     real_write = results_data._write_csv
 
     def failing(frame, path):
-        if path.name == "curves.csv":
+        if path.name == results_data.CURVES_FILE:
             raise OSError("disk full")
         real_write(frame, path)
 
