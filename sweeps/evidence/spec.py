@@ -179,9 +179,10 @@ class EvidenceSpec:
                 checks[part] = [{**e, **{k: self.family(str(e[k])) for k in ("arm", "reference", "without") if k in e}}
                                 if isinstance(e, dict) else e for e in checks[part]]
         ft = self.finetune_lr_tuning
+        # The declaration is what runs: the headline at the recipe's size (the CPU rungs would all map to one size).
         return replace(self, blocks=blocks, checks=checks or self.checks,
                        lr_tuning=tuple(replace(t, arms=mapped(t.arms)) for t in self.lr_tuning),
-                       finetune_lr_tuning=replace(ft, arms=mapped(ft.arms)) if ft is not None else None)
+                       finetune_lr_tuning=replace(ft, arms=mapped(ft.arms)) if ft is not None else None, whole=None)
 
 
 def stage_cells(blocks: tuple[Block, ...] | list[Block]) -> int:

@@ -45,3 +45,14 @@ def test_under_a_recipe_every_cell_a_check_names_is_its_family(protocol) -> None
     mapped = spec.at_recipe_size("gpt2_124m").checks
     assert mapped["primary"] == [{"arm": "wd", "metric": "val/loss", "reference": "ref"}]
     assert mapped["components"] == [{"arm": "wd", "without": "ref", "metric": "val/loss", "part": "decay"}]
+
+
+def test_under_a_recipe_the_declaration_is_the_headline_at_the_recipes_size(protocol) -> None:
+    text = PROTOCOL.split("finetune:")[0].replace("  - {arms: [ref, wd], rung: l4, seeds: [0, 1]}\n",
+                                                  "  - {arms: [ref, wd], rung: l4, seeds: [0, 1]}\n"
+                                                  "  - {arms: [ref, wd], rung: l2, seeds: [0, 1], stage: below}\n")
+    spec = load_spec(protocol(text + "checks:\n  primary:\n    - {arm: wd@l4, metric: val/loss}\n"))
+    declared = spec.in_stages(["headline"]).at_recipe_size("gpt2_124m").declared()
+    assert [b.arms for b in declared.blocks] == [("ref", "wd")]
+    assert declared.checks["primary"] == [{"arm": "wd", "metric": "val/loss"}]
+    assert len(spec.in_stages(["headline"]).declared().blocks) == 2   # on the CPU ladder: the whole protocol
