@@ -61,6 +61,9 @@ def test_the_provenance_records_the_declared_confirmatory_seeds():
     from sweeps.evidence.protocol_file import load_spec
 
     spec = load_spec("wisca")
-    assert "confirmatory_seeds" not in declared_checks(spec)  # none declared: the record as it was
+    assert declared_checks(spec)["confirmatory_seeds"] == list(range(200, 208))  # as conf/evidence/wisca.yaml
+    undeclared = {k: v for k, v in spec.checks.items() if k != "confirmatory_seeds"}
+    bare = type(spec)(**{**spec.__dict__, "checks": undeclared})
+    assert "confirmatory_seeds" not in declared_checks(bare)  # none declared: the record as it was
     checks = {**spec.checks, "confirmatory_seeds": [900, 901, 902]}
     assert declared_checks(type(spec)(**{**spec.__dict__, "checks": checks}))["confirmatory_seeds"] == [900, 901, 902]

@@ -63,5 +63,10 @@ def test_components_are_declared_in_the_protocol_and_a_malformed_one_is_one_sent
 def test_the_shipped_small_init_protocol_declares_small_inits_own_share():
     from analysis.families import families_for
 
-    assert families_for("evidence/small_init").components == (
-        Component("small_eps_gate", "baseline_eps_gate", "val/loss", "small init (gamma 1)"),)
+    from analysis.families import CheckKey
+
+    families = families_for("evidence/small_init")
+    assert families.components == (
+        Component("small_eps_gate@l4", "baseline_eps_gate@l4", "val/loss", "small init (gamma 1)"),)
+    # The same share is a primary row of its own: the recipe against eps + gate alone, at the headline rung.
+    assert CheckKey("small_eps_gate@l4", "val/loss", reference="baseline_eps_gate@l4") in families.primary

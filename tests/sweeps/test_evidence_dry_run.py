@@ -19,8 +19,10 @@ def test_a_dry_run_validates_the_protocol_and_leaves_store_results_and_ledger_al
             f"results_dir={results}", f"ledger={ledger}"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    # 12 + 16 + 16 + 16 + 8 + 10 test cells; the six grids 12 + 16 + 16 + 16 + 6 + 12 tuning cells
-    assert "[wisca] dry run: 78 cells and 78 tuning cells in stage(s) headline, below, scale compose and validate" in out
+    # 8 seeds x (6 arms at l4 + 4 at l2 + 6 at l3 + 6 at l6) = 176 test cells; the seven grids 5 rates x 2 arms
+    # x 2 seeds, but l6's 20 TPP pair's 3 rates x 2 arms x 1 seed: 6 x 20 + 6 = 126 tuning cells (before any
+    # tie-break seed or edge extension, which need tuning results)
+    assert "[wisca] dry run: 176 cells and 126 tuning cells in stage(s) headline, below, scale compose and validate" in out
     assert not (tmp_path / "runs").exists()
     assert sorted(p.name for p in results.rglob("*")) == ["report.md", "wisca"]
     assert (results / "wisca" / "report.md").read_text() == "committed\n"

@@ -10,7 +10,7 @@ from sweeps.evidence.plan import check_all
 from sweeps.evidence.protocol_file import load_spec
 from sweeps.evidence.spec import Arm, Block, EvidenceSpec, Rung
 
-RUNGS = {r: Rung(r, m) for r, m in (("x0.25", "tiny_quarter"), ("x0.5", "tiny_half"), ("x4", "tiny_x4"))}
+RUNGS = {r: Rung(r, f"ladder/{r}") for r in ("l2", "l3", "l4", "l6")}
 
 AT_RECIPE = ["papers=wd_plasticity", "recipe=llama_271m", "trainer=gpu", "dry_run=true"]
 OWN_DIRS = ["runs_dir=runs_271m", "results_dir=results_271m", "ledger=results_271m/RESULTS.md"]
@@ -20,12 +20,18 @@ def test_a_headline_rung_arm_runs_as_its_family_arm_with_its_checks_and_grid() -
     headline = load_spec("wd_plasticity").in_stages(["headline"])
     at = headline.at_recipe_size("llama_271m")
     before = [a for b in headline.blocks for a in b.arms]
-    assert "tpp140_wd0.3@x0.5" in before  # the protocol this test reads still holds a headline rung arm
-    assert [a for b in at.blocks for a in b.arms] == [a.removesuffix("@x0.5") for a in before]
+    assert "tpp140_wd0.3@l4" in before  # the protocol this test reads still holds a headline rung arm
+    assert [a for b in at.blocks for a in b.arms] == [a.removesuffix("@l4") for a in before]
     assert [b.seeds for b in at.blocks] == [b.seeds for b in headline.blocks]
-    assert [e["arm"] for e in at.checks["primary"]] == [e["arm"].removesuffix("@x0.5") for e in headline.checks["primary"]]
-    assert at.finetune_lr_tuning.arms == tuple(a.removesuffix("@x0.5") for a in headline.finetune_lr_tuning.arms)
+    assert [e["arm"] for e in at.checks["primary"]] == [e["arm"].removesuffix("@l4") for e in headline.checks["primary"]]
+    assert at.finetune_lr_tuning.arms == tuple(a.removesuffix("@l4") for a in headline.finetune_lr_tuning.arms)
     assert at.finetune_lr_tuning.grid == headline.finetune_lr_tuning.grid
+    # A primary's own reference cell goes with it (small init's share: the recipe against eps + gate alone).
+    small = load_spec("small_init").in_stages(["headline"])
+    [share] = [e for e in small.checks["primary"] if "reference" in e]
+    assert share["reference"] == "baseline_eps_gate@l4"
+    [mapped] = [e for e in small.at_recipe_size("llama_271m").checks["primary"] if "reference" in e]
+    assert mapped == {**share, "arm": "small_eps_gate", "reference": "baseline_eps_gate"}
 
 
 def test_the_mapped_headline_composes_at_the_recipe_and_the_unmapped_one_does_not() -> None:
@@ -38,15 +44,20 @@ def test_the_mapped_headline_composes_at_the_recipe_and_the_unmapped_one_does_no
 
 def test_variants_that_are_not_sizes_are_kept() -> None:
     headline = load_spec("wisca").in_stages(["headline"])
-    assert headline.at_recipe_size("gpt2_124m").blocks == headline.blocks  # @tpp1.3 is the paper's budget, not a size
-    # A size rung under that condition is the condition's arm at the recipe's size.
-    spec = EvidenceSpec("toy", "evidence/toy", (Block(("g8_origin@tpp1.3@x4", "g8_origin@x0.25@lr3e-3"), (0,)),),
+    mapped = [a for b in headline.at_recipe_size("gpt2_124m").blocks for a in b.arms]
+    assert "g8_origin@tpp1.3@l4" in [a for b in headline.blocks for a in b.arms]
+    # Only the rung goes: @tpp1.3 is the paper's budget, not a size.
+    assert mapped == [a.removesuffix("@l4") for b in headline.blocks for a in b.arms]
+    assert "g8_origin@tpp1.3" in mapped and "g8_qk_vo_tensor@tpp1.3" in mapped
+    # A size rung under that condition is the condition's arm at the recipe's size; a variant after the rung is
+    # no size, so that name stays.
+    spec = EvidenceSpec("toy", "evidence/toy", (Block(("g8_origin@tpp1.3@l6", "g8_origin@l2@lr3e-3"), (0,)),),
                         arms={"g8_origin": Arm("g8_origin"), "g8_origin@tpp1.3": Arm("g8_origin@tpp1.3")}, rungs=RUNGS)
-    assert spec.at_recipe_size("llama_1b").blocks[0].arms == ("g8_origin@tpp1.3", "g8_origin@x0.25@lr3e-3")
+    assert spec.at_recipe_size("llama_1b").blocks[0].arms == ("g8_origin@tpp1.3", "g8_origin@l2@lr3e-3")
 
 
 def test_a_rung_arm_and_its_family_arm_on_the_same_seed_are_refused() -> None:
-    spec = EvidenceSpec("toy", "evidence/toy", (Block(("a", "a@x0.5"), (0, 1)),), arms={"a": Arm("a")}, rungs=RUNGS)
+    spec = EvidenceSpec("toy", "evidence/toy", (Block(("a", "a@l2"), (0, 1)),), arms={"a": Arm("a")}, rungs=RUNGS)
     with pytest.raises(ConfigError, match="would run `a` seed 0, `a` seed 1 twice"):
         spec.at_recipe_size("llama_1b")
 

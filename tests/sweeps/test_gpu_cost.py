@@ -11,22 +11,25 @@ from sweeps.gpu_cost import main, protocol_cells
 
 def test_a_protocol_costs_its_headline_arms_times_their_seeds_and_tuning_cells() -> None:
     cells = protocol_cells(load_spec("small_init"), "gpt2_124m", "h100", 8, "0.4")
-    # 8 test seeds + 3 rates x 2 tuning seeds for each tuned arm of the headline; the other stages (the context
-    # arm and the gamma-1.5 pair at tiny, @x0.25, @x0.5, @x4) are left out.
-    assert {c.arm: c.seeds for c in cells} == {"baseline": 14, "small": 14, "small_eps_gate": 14}
+    # 8 test seeds + 6 rates x 2 tuning seeds for each tuned arm of the headline (l4), 8 test seeds for each
+    # control (it runs at the baseline's tuned rate: no grid of its own); the other stages (l2, l3, l6) are left out.
+    assert {c.arm: c.seeds for c in cells} == {"baseline": 20, "small": 20, "small_eps_gate": 20,
+                                               "baseline_eps_gate": 20, "baseline_init1": 8, "baseline_lr_quarter": 8}
     baseline = next(c for c in cells if c.arm == "baseline")
     assert baseline.tokens_per_step == 524_288 and baseline.steps == 3_240  # 20 TPP, not the preset's CPU tokens
-    assert baseline.gpu_hours == pytest.approx(14 * baseline.plan.seconds * 8 / 3600)
+    assert baseline.gpu_hours == pytest.approx(20 * baseline.plan.seconds * 8 / 3600)
     gated = next(c for c in cells if c.arm == "small_eps_gate")
     assert gated.plan.gpu_hours > baseline.plan.gpu_hours  # the gate's weights: more FLOPs and more tokens
 
 
 def test_a_fine_tune_rate_grid_adds_one_base_per_tuning_seed() -> None:
     cells = protocol_cells(load_spec("wd_plasticity"), "gpt2_124m", "h100", 8, "0.4")
-    # 5 test seeds + one base on the tuning seed; the headline's 140-TPP pair runs at 0.5x on the CPU and at the
-    # recipe's size here; the below stage (the context decay, the other rungs) is left out.
-    assert {c.arm: c.seeds for c in cells} == {"tpp20_wd0.1": 6, "tpp20_wd0.5": 6, "tpp20_wd1.0": 6,
-                                               "tpp140_wd0.1": 6, "tpp140_wd0.3": 6}
+    # 8 test seeds + the pre-training grid (20 TPP: 6 rates, 140 TPP: 5, x 2 tuning seeds) + one base on the
+    # fine-tune's tuning seed; the controls: 8 test seeds, no grid, no fine-tune; the headline's cells run at l4
+    # on the CPU and at the recipe's size here; the other stages (l2, l3, l6) are left out.
+    assert {c.arm: c.seeds for c in cells} == {"tpp20_wd0.1": 21, "tpp20_wd0.5": 21, "tpp20_wd1.0": 21,
+                                               "tpp140_wd0.1": 19, "tpp140_wd0.3": 19, "tpp20_wd0.1_init1": 8,
+                                               "tpp20_wd0.1_lr_quarter": 8}
     tpp140 = next(c for c in cells if c.arm == "tpp140_wd0.3")
     assert tpp140.steps == pytest.approx(7 * next(c for c in cells if c.arm == "tpp20_wd0.1").steps, rel=0.01)
 
@@ -36,7 +39,7 @@ def test_the_tables_print(capsys) -> None:
     out = capsys.readouterr().out
     assert "GPU plan on 4 x A100 80GB at 40% MFU (assumed)" in out
     assert "| gpt2_124m | 524,288 (32 x 1024 x 4 x 4) | 3,240 (715) |" in out
-    assert "| small_init (42) |" in out and "| total |" in out
+    assert "| small_init (96) |" in out and "| total |" in out
 
 
 def test_a_bad_word_is_one_sentence(capsys) -> None:

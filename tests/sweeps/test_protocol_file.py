@@ -88,14 +88,20 @@ def test_a_stage_hands_its_cells_to_the_launcher_as_data(protocol, tmp_path) -> 
 
 
 def test_make_ablate_of_an_evidence_preset_runs_the_protocols_cells() -> None:
-    grid = parse_args(["experiment=evidence/wisca", "arms=g8_qk_vo_tensor@x0.25,origin@gqa"])
+    grid = parse_args(["experiment=evidence/wisca", "arms=g8_qk_vo_tensor@l2,g8_origin@tpp1.3@l3"])
     read_grid(grid)
-    assert grid.arms == ["g8_qk_vo_tensor@x0.25", "origin@gqa"] and grid.seeds == ["0", "1", "2", "3", "4"]
-    assert grid.arm_overrides["origin@gqa"] == ["model.n_kv_heads=2", "ablation.arm=origin@gqa"]
-    assert "techniques.wisca.every_n_steps=62" in grid.arm_overrides["g8_qk_vo_tensor@x0.25"]
+    assert grid.arms == ["g8_qk_vo_tensor@l2", "g8_origin@tpp1.3@l3"] and grid.seeds == ["0", "1", "2", "3", "4"]
+    # A variant arm (the 1.3-TPP condition) at a rung: its own overrides, then the rung's model.
+    assert grid.arm_overrides["g8_origin@tpp1.3@l3"] == [
+        "model.n_heads=8", "model.n_kv_heads=1", "regime.tokens='${ladder_tokens:${model.name},1.3}'",
+        "data.batch_size=2", "model=ladder/l3", "ablation.arm=g8_origin@tpp1.3@l3"]
+    # An arm at a rung: the rung's model and overrides, then the arm's own `at` that rung.
+    words = grid.arm_overrides["g8_qk_vo_tensor@l2"]
+    assert words.index("model=ladder/l2") < words.index("trainer.val_every_n_steps=20") \
+        < words.index("techniques.wisca.every_n_steps=65")
     full = parse_args(["experiment=evidence/wisca"])
-    read_grid(full)
-    assert len(full.arms) == 22 and full.arms[:2] == ["g8_origin", "g8_qk_vo_tensor"]
+    read_grid(full)  # 6 arms at l4, 4 at l2, 6 at l3 and 6 at l6
+    assert len(full.arms) == 22 and full.arms[:2] == ["g8_origin@l4", "g8_qk_vo_tensor@l4"]
 
 
 def test_every_launch_grid_keeps_each_cells_config(protocol) -> None:

@@ -12,6 +12,8 @@ from lit_modules.config.composition import compose_run_config
 from lit_modules.config.validate import validated
 from lit_modules.train import run
 from sweeps.ablate import Grid, arm_words, read_grid, validate_cells
+from sweeps.evidence.args import parse_args as parse_evidence_args
+from sweeps.evidence.plan import check_all
 from sweeps.evidence.protocol_file import load_spec
 
 RECIPES = files.options("recipe")
@@ -50,20 +52,26 @@ def test_a_dry_run_plans_each_recipe_on_an_8_gpu_node(recipe: str, strategy: str
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_paper_preset_composes_with_a_recipe(preset: str) -> None:
-    """`make ablate EXP=<preset> ARGS="recipe=llama_271m trainer=gpu dry_run=true"`: every arm validates."""
-    # An evidence preset's @x<factor> arms are its CPU model ladder (tiny_x4, tiny_half): at GPU scale the recipes
-    # are the ladder, so a headline rung arm (weight decay's 140-TPP pair at 0.5x) is its family arm at the
-    # recipe's size, as `sweeps.evidence recipe=...` runs it and sweeps.gpu_cost prices it.
-    headline = ([a for b in load_spec(preset.split("/")[1]).in_stages(["headline"]).at_recipe_size("llama_271m").blocks
-                 for a in b.arms] if preset.startswith("evidence/") else [])
-    grid = Grid(experiment=preset, arms=[], seeds=[], only_arms=sorted(set(headline)),
-                overrides=["recipe=llama_271m", "trainer=gpu", "dry_run=true"])
-    read_grid(grid)
-    validate_cells(grid)
-    arm = grid.arms[0]
-    cfg = validated(compose_run_config([f"experiment={preset}", *arm_words(grid, arm), *grid.overrides])).config
+    """`make ablate EXP=<preset> ARGS="recipe=llama_271m trainer=gpu dry_run=true"`: every arm validates; an
+    evidence preset's headline, as `sweeps.evidence papers=<paper> recipe=llama_271m` runs it, too."""
+    overrides = ["recipe=llama_271m", "trainer=gpu", "dry_run=true"]
+    if preset.startswith("evidence/"):
+        # An evidence protocol's cells are rungs of the CPU ladder (`<arm>@l4`): at GPU scale the recipes are the
+        # ladder, so each headline cell runs as its family arm at the recipe's size, as `sweeps.evidence
+        # recipe=...` runs it and sweeps.gpu_cost prices it; every cell of that headline composes and validates.
+        paper = preset.split("/")[1]
+        headline = load_spec(paper).in_stages(["headline"]).at_recipe_size("llama_271m")
+        check_all([headline], parse_evidence_args([f"papers={paper}", *overrides]))
+        arm = headline.blocks[0].arms[0]
+        words = [f"experiment={preset}", *headline.arm_words(arm)]
+    else:
+        grid = Grid(experiment=preset, arms=[], seeds=[], overrides=overrides)
+        read_grid(grid)
+        validate_cells(grid)
+        words = [f"experiment={preset}", *arm_words(grid, grid.arms[0])]
+    cfg = validated(compose_run_config([*words, *overrides])).config
     # An arm keeps its own tokenizer over the recipe, as it keeps its optimizer and regime (MoLS's BPE arms).
-    own = compose_run_config([f"experiment={preset}", *arm_words(grid, arm)]).tokenizer.kind
+    own = compose_run_config(words).tokenizer.kind
     wanted = own if own != "byte" else "pretrained"
     assert (cfg.model.name, cfg.data.seq_len, cfg.tokenizer.kind) == ("llama_271m", 2048, wanted)
     assert cfg.trainer.accumulate_grad_batches * 16 * 2048 == 524_288  # one GPU: the recipe's batch by accumulation
@@ -75,10 +83,17 @@ def test_an_arm_keeps_its_own_optimizer_and_regime_over_the_recipe() -> None:
     muon = compose_run_config(["experiment=pc_layer", "+arm=pc_layer/muon_pc2", "recipe=llama_1b"])
     assert (muon.optim.name, muon.optim.lr, muon.optim.muon_lr) == ("muon", 2.0e-4, 1.0e-3)
     assert muon.techniques.pc_layer is not None
-    late = compose_run_config(["experiment=evidence/wd_plasticity", *load_spec("wd_plasticity").arm_words("tpp140_wd0.3"),
-                               "recipe=gpt2_124m"])
-    assert (late.regime.name, late.schedule.name, late.optim.weight_decay) == ("tpp140", "wsd", 0.3)
-    assert late.tokenizer.kind == "pretrained"  # the preset's byte tokenizer gives way to the recipe's
+    # An evidence arm's own tokens per parameter (140, the paper's 1.3) hold at the recipe's size, counted on the
+    # recipe's model, not on a CPU rung.
+    for paper, arm, tpp in (("wd_plasticity", "tpp140_wd0.3", 140), ("wisca", "g8_origin@tpp1.3", 1.3)):
+        checked = validated(compose_run_config([f"experiment=evidence/{paper}", *load_spec(paper).arm_words(arm),
+                                                "recipe=gpt2_124m", "dry_run=true"]))
+        one_step = checked.budget.tokens_per_step / checked.budget.params_non_embedding
+        assert tpp - one_step <= checked.budget.tokens_per_param <= tpp + 0.05, (arm, checked.budget)
+        assert checked.config.model.name == "gpt2_124m"
+        assert checked.config.tokenizer.kind == "pretrained"  # the preset's byte tokenizer gives way to the recipe's
+        if paper == "wd_plasticity":
+            assert (checked.config.schedule.name, checked.config.optim.weight_decay) == ("wsd", 0.3)
 
 
 def test_the_command_line_still_wins_over_a_recipe() -> None:
