@@ -106,8 +106,22 @@ def load_ladder(name: str = DEFAULT_LADDER) -> Ladder:
 
 def ladder_tokens(rung: str, tokens_per_param: float) -> int:
     """Resolver `${ladder_tokens:<rung>,<tpp>}`: tokens for `tpp` tokens per non-embedding parameter of the
-    plain rung (the cpu ladder)."""
-    return load_ladder().rung(str(rung)).tokens(float(tokens_per_param))
+    plain rung (the cpu ladder), or of the plain model option of that name (`model=llama_271m`, which a GPU recipe
+    sets over a protocol's rung): an arm that sets its own budget this way keeps its ratio at any size."""
+    ladder = load_ladder()
+    if str(rung) in {r.name for r in ladder.rungs} or not files.has_option("model", str(rung)):
+        return ladder.rung(str(rung)).tokens(float(tokens_per_param))
+    return int(float(tokens_per_param) * option_params_non_embedding(str(rung)))
+
+
+def option_params_non_embedding(option: str) -> int:
+    """Non-embedding parameters of conf/model/<option>.yaml by the rung's count (q, o full; k, v at n_kv_heads;
+    SwiGLU; two norms per block and the final one), read from the file: no model is built."""
+    cfg = files.load_option("model", option)
+    d, heads = int(cfg.d_model), int(cfg.n_heads)
+    kv = int(cfg.n_kv_heads) if cfg.get("n_kv_heads") else heads
+    per_block = 2 * d * d + 2 * d * (d // heads) * kv + 3 * d * int(cfg.d_ff) + 2 * d
+    return int(cfg.n_layers) * per_block + d
 
 
 def register_ladder() -> None:

@@ -111,3 +111,16 @@ def test_split_rung():
     assert split_rung("baseline@lr3e-3") == ("baseline@lr3e-3", None)
     assert split_rung("baseline@x4") == ("baseline@x4", None)
     assert split_rung("baseline") == ("baseline", None)
+
+
+def test_ladder_tokens_of_a_model_option_counts_its_plain_shape_from_the_file() -> None:
+    """Under a GPU recipe an arm's `${ladder_tokens:${model.name},1.3}` names the recipe's model: its budget is the
+    ratio times that model's non-embedding count, by hand from its shape (and the count its file's header states)."""
+    from lit_modules.config.ladder import ladder_tokens, option_params_non_embedding
+
+    d, layers, d_ff = 1024, 16, 2816   # conf/model/llama_271m.yaml: MHA
+    assert option_params_non_embedding("llama_271m") == layers * (4 * d * d + 3 * d * d_ff + 2 * d) + d == 205_554_688
+    assert ladder_tokens("llama_271m", 1.3) == int(1.3 * 205_554_688)
+    assert ladder_tokens("l4", 20) == 20 * 213_568
+    with pytest.raises(ConfigError, match="There is no rung 'l5'"):
+        ladder_tokens("l5", 20)
