@@ -93,7 +93,7 @@ def test_make_ablate_of_an_evidence_preset_runs_the_protocols_cells() -> None:
     assert grid.arms == ["g8_qk_vo_tensor@l2", "g8_origin@tpp1.3@l3"] and grid.seeds == ["0", "1", "2", "3", "4"]
     # A variant arm (the 1.3-TPP condition) at a rung: its own overrides, then the rung's model.
     assert grid.arm_overrides["g8_origin@tpp1.3@l3"] == [
-        "model.n_heads=8", "model.n_kv_heads=1", "regime.tokens='${ladder_tokens:${model.name},1.3}'",
+        "model.n_heads=8", "model.n_kv_heads=1", "regime=tokens", "regime.tokens='${ladder_tokens:${model.name},1.3}'",
         "data.batch_size=2", "model=ladder/l3", "ablation.arm=g8_origin@tpp1.3@l3"]
     # An arm at a rung: the rung's model and overrides, then the arm's own `at` that rung.
     words = grid.arm_overrides["g8_qk_vo_tensor@l2"]
