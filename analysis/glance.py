@@ -87,6 +87,9 @@ def claim_line(ab: Ablation, claim: Claim, rows: pd.DataFrame, cost: pd.DataFram
                      f"params, {number(r['tpp'])} TPP, {int(r['n'])} seeds){late}: {verdict_text(r)}, "
                      f"{effect_text(r)}{clock_text(r, cost)}{components_text(ab, r, families)}"
                      f"{other_rungs_text(r, rows)}")
+    if not parts and families.declared and families.primary:
+        return (f"- **{claim.preset}**: _no primary check has run yet (declared: "
+                f"{', '.join(f'`{k.arm}` {k.metric}' for k in families.primary)})_.")
     if not parts:
         return f"- **{claim.preset}**: _no primary check declared_."
     return f"- **{claim.preset}**:" + "".join(f"\n  - {p}." for p in parts)

@@ -70,3 +70,17 @@ def test_the_shipped_small_init_protocol_declares_small_inits_own_share():
         Component("small_eps_gate@l4", "baseline_eps_gate@l4", "val/loss", "small init (gamma 1)"),)
     # The same share is a primary row of its own: the recipe against eps + gate alone, at the headline rung.
     assert CheckKey("small_eps_gate@l4", "val/loss", reference="baseline_eps_gate@l4") in families.primary
+
+
+def test_a_protocol_whose_primaries_have_not_run_says_so_and_names_them():
+    from analysis.claims import claim_for
+    from analysis.families import CheckKey
+    from analysis.glance import claim_line
+
+    ab = handmade({"g8_origin@l2": [2.6, 2.7, 2.8], "g8_qk_vo_tensor@l2": [2.6, 2.7, 2.8]}, claim="wisca")
+    rows = pd.DataFrame([{**_row("g8_qk_vo_tensor@l2", NO_DETECTABLE, 0.0, -0.01, 0.01), "role": "secondary"}])
+    declared = Families(primary=(CheckKey("g8_qk_vo_tensor@l4", "val/loss"),))
+    assert claim_line(ab, claim_for("wisca"), rows, pd.DataFrame(), declared) == (
+        "- **wisca**: _no primary check has run yet (declared: `g8_qk_vo_tensor@l4` val/loss)_.")
+    assert claim_line(ab, claim_for("wisca"), rows, pd.DataFrame(), Families()) == \
+        "- **wisca**: _no primary check declared_."
