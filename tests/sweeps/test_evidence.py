@@ -26,10 +26,16 @@ def test_every_paper_has_a_protocol() -> None:
     assert known_papers() == PAPERS
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("paper", PAPERS)
+def test_every_cell_of_every_stage_composes_and_validates(paper: str) -> None:
+    check_all([load_spec(paper)], EvidenceArgs())   # ~20-30 s a protocol on the ladder: make test-slow
+
+
 @pytest.mark.parametrize("paper", PAPERS)
 def test_protocol_cells_compose_validate_and_every_arm_is_used(paper: str) -> None:
     spec = load_spec(paper)
-    check_all([spec], EvidenceArgs())
+    check_all([spec.in_stages(["headline"])], EvidenceArgs())   # the headline's cells; every stage's: slow above
     preset = OmegaConf.load(CONF_DIR / "experiment" / f"{spec.preset}.yaml")
     assert "hydra" not in preset  # the arms are the protocol's: one list, in conf/evidence/<paper>.yaml
     assert preset.ablation.claim == paper and preset.ablation.name == spec.preset
