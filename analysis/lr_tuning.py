@@ -143,8 +143,11 @@ def tuning_cells(tuning: LrTuning, runs: pd.DataFrame, more_rates: tuple[float, 
 
 def tuning_table(tuning: LrTuning, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (arm, rate), arms in declared order and rates ascending, with the choice marked."""
+    return _table_of(tuning, tuning_cells(tuning, runs))
+
+
+def _table_of(tuning: LrTuning, cells: pd.DataFrame) -> pd.DataFrame:
     better = better_direction(tuning.metric)
-    cells = tuning_cells(tuning, runs)
     seeds_text = ",".join(str(s) for s in sorted(set(cells["seed"])))
     rows = []
     for arm in tuning.arms:
@@ -221,26 +224,13 @@ def growth(tuning: LrTuning, runs: pd.DataFrame, rates: tuple[float, ...] = (),
     below, above = tuning.extension_rates()
     ran = sorted(set(cells["rate"]))
     add = []
-    picked = _mean_choices(tuning, cells)
+    picked = chosen_rates(_table_of(tuning, cells))
     for side, edge, beyond in (("low", ran[0], below), ("high", ran[-1], above)):
         if any(math.isclose(r, edge) for r in picked.values()):
             nxt = [r for r in beyond if r not in ran]
             if nxt and (side == "low" and nxt[0] < edge or side == "high" and nxt[0] > edge):
                 add.append(nxt[0])
     return tuple(add), ()
-
-
-def _mean_choices(tuning: LrTuning, cells: pd.DataFrame) -> dict[str, float]:
-    """Arm -> the rate with the best mean over every seed the cells hold (rates where a seed diverged out)."""
-    better = better_direction(tuning.metric)
-    out = {}
-    for arm in tuning.arms:
-        of_arm = cells[cells["arm"] == arm]
-        means = {rate: float(g["value"].mean()) for rate, g in of_arm.groupby("rate")
-                 if (g["state"] == "finished").all()}
-        if means:
-            out[arm] = (min if better == "lower" else max)(sorted(means), key=lambda r: means[r])
-    return out
 
 
 def chosen_rates(table: pd.DataFrame) -> dict[str, float]:
