@@ -22,8 +22,7 @@ import pandas as pd
 from analysis.ablation import Ablation
 from analysis.claims import split_arm
 from analysis.finetune_lr_tuning import FINETUNE_RATE_KEY, tuning_runs
-from analysis.lr_tuning import tuning_table
-from analysis.lr_tuning_report import declared_tunings
+from analysis.lr_tuning import declared_tunings, tuning_table
 from analysis.scale import MATCHED_TPP, number
 from analysis.verdict import PRIMARY
 

@@ -17,11 +17,7 @@ the plot are analysis/lr_tuning.py's, from the store (driver) or the exported CS
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pandas as pd
-
-from analysis.ablation import Ablation
 
 from analysis.claims import (FINETUNE_TUNING_VARIANT, LR_VARIANT_PREFIX, finetune_tuned_arm, is_finetune_tuning_base,
                              join_arm)
@@ -72,10 +68,3 @@ def at_chosen_rates(finetunes: pd.DataFrame, runs: pd.DataFrame, chosen: dict[st
     wanted = finetunes[base_col].map(lambda b: chosen.get(arm_of.get(b, ""), float("nan")))
     off_rate = wanted.notna() & ~((rate - wanted).abs() <= 1e-9 * wanted.abs())
     return finetunes[~off_rate]
-
-
-def as_compared(ab: Ablation, provenance: dict | None) -> Ablation:
-    """The Ablation every comparison reads (the report's and the ledger's alike): its fine-tunes at_chosen_rates
-    by the provenance's finetune_lr_tuning_chosen."""
-    chosen = (provenance or {}).get("finetune_lr_tuning_chosen")
-    return replace(ab, finetunes=at_chosen_rates(ab.finetunes, ab.runs, chosen)) if chosen else ab

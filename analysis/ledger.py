@@ -32,7 +32,7 @@ from analysis import provenance as prov
 from analysis.ablation import Ablation
 from analysis.comparisons import overhead_table
 from analysis.families import Families, families_for
-from analysis.finetune_lr_tuning import as_compared
+from analysis.compared import as_compared
 from analysis.verdict_table import verdicts_table
 from analysis.claims import Claim, claim_for, split_arm
 from analysis.controls import NULL_ROLE, POSITIVE_ROLE, calibration_lines
@@ -152,7 +152,7 @@ def render_ledger(results: Path, out: Path, refreshed: dict[str, list[str]] | No
     for folder in result_folders(results):
         record = prov.read_provenance(folder) or {}
         ran = read_results_data(folder)
-        ab = as_compared(ran, record)  # the fine-tunes the report's comparisons read
+        ab = as_compared(ran, record)  # what the report compares: no tuning cells, fine-tunes at chosen rates
         claim = claim_for(ab.claim_key)
         families = families_for(ab.name, record)  # the checks these cells ran under, as the export recorded them
         verdicts = gated(verdicts_table(ab, claim, families), ran, record)

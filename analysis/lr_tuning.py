@@ -39,7 +39,8 @@ from analysis.ablation import better_direction
 from analysis.claims import LR_VARIANT_PREFIX, VARIANT_SEP
 from lit_modules.config.resolvers import rate_text  # the LR variants' spelling, shared with the run configs
 
-__all__ = ["COLUMNS", "DIVERGED_REASON", "LrTuning", "chosen_rates", "rate_text", "tuning_cells", "tuning_table"]
+__all__ = ["COLUMNS", "DIVERGED_REASON", "LrTuning", "chosen_rates", "declared_tunings", "rate_text", "tuning_cells",
+           "tuning_table"]
 
 DIVERGED_REASON = "DivergenceError"  # how the divergence guard's FAILED runs begin their end reason
 COLUMNS = ("arm", "rate", "cell_arm", "metric", "tuning_seeds", "n", "final_loss", "per_seed", "chosen", "note")
@@ -94,6 +95,13 @@ class LrTuning:
                    tuple(int(s) for s in record["tuning_seeds"]), str(record.get("metric", "val/loss")),
                    str(record.get("key", "optim.lr")), tuple(int(s) for s in record.get("tiebreak_seeds") or ()),
                    int(record.get("extend", 0)))
+
+
+def declared_tunings(provenance: dict | None) -> list[LrTuning]:
+    """The pre-training grids, then the fine-tune's grid, as a results folder's provenance declares them."""
+    record = provenance or {}
+    finetune = [LrTuning.from_record(record["finetune_lr_tuning"])] if record.get("finetune_lr_tuning") else []
+    return [LrTuning.from_record(r) for r in record.get("lr_tuning") or []] + finetune
 
 
 def grown_to(tuning: LrTuning, runs: pd.DataFrame) -> tuple[tuple[float, ...], tuple[int, ...]]:

@@ -23,20 +23,13 @@ import pandas as pd
 from analysis import markdown as md
 from analysis.ablation import Ablation, better_direction
 from analysis.finetune_lr_tuning import FINETUNE_RATE_KEY, tuning_runs
-from analysis.lr_tuning import LrTuning, chosen_rates, rate_text, tuning_cells, tuning_table
+from analysis.lr_tuning import LrTuning, chosen_rates, declared_tunings, rate_text, tuning_cells, tuning_table
 from analysis.plots import grid_shape, new_figure, save_figure
 from analysis.sections import Section
 from analysis.seeds import seed_key
 
 LR_TUNING_FILE, LR_TUNING_FIGURE = "lr_tuning.csv", "lr_tuning.png"
 TITLE = "Learning rates: each arm's own, chosen on tuning seeds"
-
-
-def declared_tunings(provenance: dict | None) -> list[LrTuning]:
-    """The pre-training grids, then the fine-tune's grid, as the provenance declares them."""
-    record = provenance or {}
-    finetune = [LrTuning.from_record(record["finetune_lr_tuning"])] if record.get("finetune_lr_tuning") else []
-    return [LrTuning.from_record(r) for r in record.get("lr_tuning") or []] + finetune
 
 
 def lr_tuning_section(ab: Ablation, provenance: dict | None, out: Path) -> Section:

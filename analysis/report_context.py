@@ -23,7 +23,7 @@ from analysis.comparisons import (
 )
 from analysis.exploratory import gated
 from analysis.families import Families, families_for
-from analysis.finetune_lr_tuning import as_compared
+from analysis.compared import as_compared
 from analysis.seeds import seed_key
 from analysis.verdict_table import verdicts_table
 
@@ -82,16 +82,19 @@ class ReportContext:
 
     @cached_property
     def runs(self) -> pd.DataFrame:
-        """Every child run, by arm then seed: whether it entered the statistics, its final val/loss."""
+        """Every child run, by arm then seed: whether it entered the statistics (a rate-tuning cell enters the
+        learning-rate section instead), its final val/loss."""
         ab = self.ab
         if ab.runs.empty:
             return pd.DataFrame()
+        tuning = ab.runs["arm"].isin(set(self.ran.arms) - set(ab.arms))
+        counted = ab.runs["run_id"].isin(ab.finished["run_id"]).map({True: "yes", False: "no"})
         frame = ab.runs.assign(
             val_loss=ab.runs.get("metrics.val/loss", pd.Series(np.nan, index=ab.runs.index)),
             end_reason=ab.runs.get("tags.end_reason", pd.Series("", index=ab.runs.index)),
-            counted=ab.runs["run_id"].isin(ab.finished["run_id"]),
+            counted=counted.where(~tuning, "rate tuning"),
         )
-        order = {a: i for i, a in enumerate(ab.arms)}
+        order = {a: i for i, a in enumerate(self.ran.arms)}
         frame = frame.assign(_o=frame["arm"].map(order), _s=frame["seed"].map(seed_key))
         frame = frame.sort_values(["_o", "_s", "start_time"], kind="stable")
         return frame[["arm", "seed", "status", "counted", "val_loss", "run_id", "end_reason"]]

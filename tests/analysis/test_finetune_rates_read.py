@@ -24,7 +24,7 @@ def test_without_a_recorded_choice_every_fine_tune_is_read() -> None:
 def test_the_report_and_the_ledger_compare_the_same_fine_tunes() -> None:
     from dataclasses import replace
 
-    from analysis.finetune_lr_tuning import as_compared
+    from analysis.compared import as_compared
     from tests.helpers.handmade_ablation import handmade
 
     ab = replace(handmade({"a": [1.0], "b": [1.0]}), runs=RUNS, finetunes=FINETUNES)
