@@ -201,8 +201,18 @@ class LMDataModule(L.LightningDataModule):
     def teardown(self, stage: str) -> None:
         """When fitting ends, `data/epochs` goes to the run's logger (rank 0): above 1.0 the run read some
         training tokens more than once, whatever the sampler."""
+        if stage == "fit":
+            self._log_epochs()
+
+    def on_exception(self, exception: BaseException) -> None:
+        """A fit stopped by an interrupt or an error skips teardown; its run logs what it read up to there."""
         trainer = self._attached_trainer()
-        if stage != "fit" or trainer is None or trainer.logger is None or not trainer.is_global_zero:
+        if trainer is not None and trainer.state.fn == "fit":
+            self._log_epochs()
+
+    def _log_epochs(self) -> None:
+        trainer = self._attached_trainer()
+        if trainer is None or trainer.logger is None or not trainer.is_global_zero:
             return
         steps = trainer.global_step
         trainer.logger.log_metrics({EPOCHS_METRIC: self.epochs_read(steps, trainer.world_size)},

@@ -3,6 +3,7 @@ run logs `data/epochs` (tokens consumed / tokens of the training split) when it 
 
 from __future__ import annotations
 
+import lightning as L
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
@@ -13,7 +14,7 @@ from lit_modules.config.identity import identity_of
 from lit_modules.data.datamodule import EPOCHS_METRIC, TrainWindowStream
 from lit_modules.data.sampling import disjoint_window_layout, permuted_window_starts
 from lit_modules.train import run
-from tests.helpers.runs import metric_history, tiny_overrides
+from tests.helpers.runs import all_runs, metric_history, tiny_overrides
 
 
 def test_an_epoch_reads_every_disjoint_window_once():
@@ -67,6 +68,25 @@ def test_a_tiny_run_logs_how_many_epochs_it_read(runs_dir, sampler):
     history = metric_history(runs_dir, result.run_id, EPOCHS_METRIC)
     assert history == [(steps - 1, pytest.approx(steps * 8 * 64 / train_tokens))]
     assert 0 < history[0][1] < 0.01
+
+
+class _StopAtStep(L.Callback):
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == 6:
+            raise self.exc
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), RuntimeError("disk on fire")], ids=["killed", "failed"])
+def test_a_run_stopped_early_logs_the_epochs_it_read(runs_dir, exc):
+    with pytest.raises((type(exc), SystemExit)):
+        run(compose_run_config(tiny_overrides(runs_dir, steps=20, seed="4")), extra_callbacks=[_StopAtStep(exc)])
+    (only,) = all_runs(runs_dir)
+    assert only.info.status == ("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
+    (logged,) = metric_history(runs_dir, only.info.run_id, EPOCHS_METRIC)
+    assert logged[0] == 5 and 0 < logged[1] < 0.01  # 6 of 20 steps: read less than a finished run
 
 
 def test_the_evidence_export_keeps_data_epochs():
