@@ -78,20 +78,35 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
 
     store = RunStore(args.runs_dir)
     folder = Path(args.results_dir) / spec.paper
-    provenance = read_provenance(folder)
-    if provenance is None or finished_work(spec, args.runs_dir) != before:
+    earlier = read_provenance(folder)
+    provenance = earlier
+    if earlier is None or finished_work(spec, args.runs_dir) != before:
         # New measurements: the record's wall time is every call's that ran cells of this grid. A call that
         # only re-exports keeps the record of the calls that ran the cells.
         provenance = {**provenance_record(command, clock.total(), args.workers or default_workers(), threads_per_worker=1),
-                      **declared, **({"lr_tuning_chosen": chosen} if spec.lr_tuning else {}),
-                      **({"rate_of_chosen": rates} if (rates := control_rates(spec, chosen)) else {}),
-                      **({"finetune_lr_tuning_chosen": chosen_ft} if spec.finetune_lr_tuning else {})}
+                      **declared}
+    provenance = with_choices(provenance, earlier, {
+        "lr_tuning_chosen": chosen if spec.lr_tuning else None,
+        "rate_of_chosen": control_rates(spec, chosen) or None,
+        "finetune_lr_tuning_chosen": chosen_ft if spec.finetune_lr_tuning else None})
     out = export_results(store.resolve(spec.preset).info.run_id, folder,
                          runs_dir=args.runs_dir, store=store, provenance=provenance)
     print(f"[{spec.paper}] report: {out} ({wall / 60:.1f} min)", flush=True)
     for line in exploratory_lines(folder):  # a primary check that is not evidence yet says so here too
         print(f"[{spec.paper}] {line}", flush=True)
     return 1 if failed else 0
+
+
+def with_choices(record: dict, earlier: dict | None, now: dict[str, dict | None]) -> dict:
+    """`record` with each of this call's choice maps (`now`: key -> map, None where it chose none) joined to the
+    earlier record's: a call that runs some stages keeps what earlier calls chose for the other stages' grids,
+    and its own choices win where both chose."""
+    out = dict(record)
+    for key, chosen in now.items():
+        before = (earlier or {}).get(key) or {}
+        if chosen is not None or before:
+            out[key] = {**before, **(chosen or {})}
+    return out
 
 
 def at_recipe(specs: list[EvidenceSpec], args: EvidenceArgs) -> list[EvidenceSpec]:

@@ -153,3 +153,19 @@ def test_a_protocol_tunes_each_arms_rate_on_its_tuning_seed_and_tests_at_it(tmp_
     assert main(argv) == 0
     assert len(read_results_data(results / "smoke").runs) == len(runs)
     assert (results / "smoke" / "report.md").read_text() == report
+
+
+def test_a_stage_subset_call_keeps_the_rates_earlier_calls_chose() -> None:
+    from sweeps.evidence.driver import with_choices
+
+    earlier = {"git_commit": "old", "lr_tuning_chosen": {"a@l2": 6e-3, "a@l4": 3e-3},
+               "rate_of_chosen": {"a_init1@l2": {"rate_of": "a@l2", "rate_factor": 1.0, "rate": 6e-3}}}
+    record = with_choices({"git_commit": "new"}, earlier, {
+        "lr_tuning_chosen": {"a@l4": 4.2e-3},  # the headline's grid, chosen again (it grew)
+        "rate_of_chosen": {"a_init1@l4": {"rate_of": "a@l4", "rate_factor": 1.0, "rate": 4.2e-3}},
+        "finetune_lr_tuning_chosen": None})  # no fine-tune grid declared: no key
+    assert record["git_commit"] == "new"
+    assert record["lr_tuning_chosen"] == {"a@l2": 6e-3, "a@l4": 4.2e-3}
+    assert set(record["rate_of_chosen"]) == {"a_init1@l2", "a_init1@l4"} and "finetune_lr_tuning_chosen" not in record
+    first = with_choices({"git_commit": "x"}, None, {"lr_tuning_chosen": {}, "rate_of_chosen": None})
+    assert first == {"git_commit": "x", "lr_tuning_chosen": {}}  # a declared grid with nothing chosen yet says so
