@@ -1,0 +1,70 @@
+"""A results folder from its protocol as it is now meets the evidence bar: a ladder of at least 4 rungs spanning
+16x over at least 3 depths, data read at most once by every run, primary rows on the confirmatory seeds alone with
+both p-values printed, and a null and a positive control at every rung. A folder from an earlier revision of its
+protocol is skipped (its rerun is pending, and its header and RESULTS.md say so)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.controls import NULL_ROLE, POSITIVE_ROLE
+from analysis.protocol_revision import is_superseded
+from analysis.rungs import is_ladder_arm, rung_of
+from analysis.verdict import PRIMARY
+from tests.helpers.committed_cells import PAPERS
+
+RESULTS = Path(__file__).resolve().parents[2] / "results"
+
+
+def _current(paper: str) -> Path:
+    folder = RESULTS / paper
+    record_path = folder / "provenance.json"
+    if not record_path.is_file():
+        pytest.skip(f"results/{paper} has no export")
+    if is_superseded(f"evidence/{paper}", json.loads(record_path.read_text())):
+        pytest.skip(f"results/{paper} is from an earlier revision of conf/evidence/{paper}.yaml")
+    return folder
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_every_run_read_its_data_at_most_once(paper: str) -> None:
+    runs = pd.read_csv(_current(paper) / "data" / "runs.csv", low_memory=False)
+    epochs = pd.to_numeric(runs.get("metrics.data/epochs"), errors="coerce")
+    assert epochs is not None and epochs.notna().all(), f"runs without data/epochs: {list(runs['run_id'][epochs.isna()])}"
+    assert (epochs <= 1.0).all(), f"largest data/epochs {epochs.max()}"
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_the_ladder_has_four_rungs_over_sixteen_fold_and_three_depths(paper: str) -> None:
+    rungs = pd.read_csv(_current(paper) / "rungs.csv", keep_default_na=False)
+    ladder = rungs[rungs["rung"].map(lambda r: is_ladder_arm(f"x@{str(r).split('@')[-1]}"))]
+    sizes = ladder.drop_duplicates("model")
+    assert len(sizes) >= 4, f"rungs: {list(sizes['model'])}"
+    params = sizes["params_non_embedding"].astype(float)
+    assert params.max() / params.min() >= 16 and sizes["n_layers"].nunique() >= 3
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_primary_rows_use_only_confirmatory_seeds_and_print_both_p_values(paper: str) -> None:
+    folder = _current(paper)
+    confirmatory = {str(s) for s in json.loads((folder / "provenance.json").read_text())["confirmatory_seeds"]}
+    verdicts = pd.read_csv(folder / "verdicts.csv", keep_default_na=False)
+    primary = verdicts[verdicts["role"] == PRIMARY]
+    assert len(primary)
+    for _, row in primary.iterrows():
+        assert set(str(row["seeds"]).split(",")) <= confirmatory, row["arm"]
+        assert math.isfinite(float(row["p_sign_flip"])) and math.isfinite(float(row["p_t"])), row["arm"]
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_a_null_and_a_positive_control_at_every_rung(paper: str) -> None:
+    verdicts = pd.read_csv(_current(paper) / "verdicts.csv", keep_default_na=False)
+    rungs = {rung_of(a) for a in verdicts["arm"] if is_ladder_arm(a)}
+    for role in (NULL_ROLE, POSITIVE_ROLE):
+        controlled = {rung_of(a) for a in verdicts.loc[verdicts["role"] == role, "arm"]}
+        assert rungs <= controlled, f"{role} missing at {sorted(rungs - controlled)}"
