@@ -39,7 +39,7 @@ from analysis.controls import NULL_ROLE, POSITIVE_ROLE, calibration_lines
 from analysis.derived_files import refresh_derived
 from analysis.exploratory import gated, ledger_gate
 from analysis.glance import claim_line
-from analysis.protocol_revision import superseded_line
+from analysis.protocol_revision import pending_line, superseded_line
 from analysis.verdict_audit import audit_results
 from analysis.ledger_text import effect_text, num_text, p_text, paper_effect_text, power_text, scale_text, verdict_text
 from analysis.scale import MATCHED_TPP
@@ -118,7 +118,8 @@ def provenance_line(folder: Path, claim: Claim) -> str:
 
 def findings_section(folder: Path, claim: Claim, superseded: str = "") -> list[str]:
     """The folder's findings.md under a heading, with a warning when it reads another export, and the line
-    saying the folder is from an earlier revision of its protocol when `superseded` holds it."""
+    saying how the folder stands against its protocol (an earlier revision, stages not run) when `superseded`
+    holds it."""
     path = folder / FINDINGS_FILE
     if not path.is_file():
         return []
@@ -171,13 +172,15 @@ def render_ledger(results: Path, out: Path, refreshed: dict[str, list[str]] | No
             cost = overhead_table(ab, claim).set_index("arm")
             line, _, checks = claim_line(ab, claim, rows, cost, families).partition("\n")
             glance.append(line + declaration_flag(families, record) + revision_flag(ab.name, record)
+                          + partial_flag(record, ab)
                           + (f"\n{checks}" if checks else ""))
             table += ledger_rows(folder, rows, claim, out.parent)
         if (folder / FOREST_FILE).is_file():
             rel = Path(os.path.relpath(folder / FOREST_FILE, out.parent)).as_posix()
             forests += [f"![{claim.preset}: decision intervals per check and rung]({rel})", ""]
         provenance.append(provenance_line(folder, claim))
-        findings += findings_section(folder, claim, superseded_line(ab.name, record))
+        standing = " ".join(line for line in (superseded_line(ab.name, record), pending_line(record, ab.finished)) if line)
+        findings += findings_section(folder, claim, standing)
     lines = [
         "# Results ledger", "",
         f"Every row each paper's report tests, re-derived by `python -m analysis.ledger` from the exported "
@@ -225,6 +228,12 @@ def declaration_flag(families: Families, record: dict) -> str:
 def revision_flag(name: str, record: dict) -> str:
     """Whether these cells ran under the protocol file as it is now (analysis.protocol_revision)."""
     line = superseded_line(name, record)
+    return f" _{line}_" if line else ""
+
+
+def partial_flag(record: dict, ab: Ablation) -> str:
+    """Whether every stage the protocol declares has run (analysis.protocol_revision)."""
+    line = pending_line(record, ab.finished)
     return f" _{line}_" if line else ""
 
 

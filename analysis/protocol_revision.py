@@ -1,7 +1,9 @@
-"""Whether a results folder ran under its protocol file as the file is now, or under an earlier revision.
+"""How a results folder stands against its protocol: whether it ran under the protocol file as the file is now (or
+under an earlier revision), and which declared stages have not run yet.
 
     protocol_sha256(path)                                 # the hash the driver records (provenance.json)
     superseded_line("evidence/mols", provenance)          # "" when current, else one line for the report/ledger
+    pending_line(provenance, ab.finished)                 # "" when every declared test cell finished
 
 The driver records the sha256 of `conf/evidence/<paper>.yaml`'s bytes with each export. A folder whose record has
 none, or another, holds cells and checks of an earlier revision: its families are read from its own record
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+
+import pandas as pd
 
 from analysis.families import PROTOCOL_PREFIX, protocol_path
 
@@ -40,3 +44,29 @@ def superseded_line(ablation_name: str, provenance: dict | None) -> str:
     where = f"conf/evidence/{ablation_name[len(PROTOCOL_PREFIX):]}.yaml"
     return (f"From an earlier revision of `{where}` (its cells and checks as recorded in `provenance.json`); "
             "the rerun on the current protocol is pending.")
+
+
+def pending_stages(provenance: dict | None, finished: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """Stage -> (test cells finished, test cells declared), for each stage the provenance's `declared_seeds`
+    names whose test cells have not all finished in `finished` (arm, seed); {} when none is pending."""
+    done = set(zip(finished["arm"].astype(str), finished["seed"].astype(str))) if len(finished) else set()
+    counts: dict[str, list[int]] = {}
+    for block in (provenance or {}).get("declared_seeds") or []:
+        stage = str(block.get("stage", "headline"))
+        cells = [(str(a), str(s)) for a in block.get("arms", []) for s in block.get("seeds", [])]
+        tally = counts.setdefault(stage, [0, 0])
+        tally[0] += sum(c in done for c in cells)
+        tally[1] += len(cells)
+    return {stage: (n, total) for stage, (n, total) in counts.items() if n < total}
+
+
+def pending_line(provenance: dict | None, finished: pd.DataFrame) -> str:
+    """One line naming the declared stages whose test cells have not all run ("" when none): the folder is a
+    partial export, and what it lacks (a rung, a control) is still to come."""
+    pending = pending_stages(provenance, finished)
+    if not pending:
+        return ""
+    parts = [f"`{stage}` ({n} of {total} test cells finished)" for stage, (n, total) in pending.items()]
+    one = len(parts) == 1
+    return (f"Partial export: the protocol's {'stage' if one else 'stages'} {', '.join(parts)} "
+            f"{'has' if one else 'have'} not finished yet.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analysis import markdown as md
 from analysis import provenance as prov
-from analysis.protocol_revision import superseded_line
+from analysis.protocol_revision import pending_line, superseded_line
 from analysis.report_context import ReportContext
 from analysis.results_data import DATA_DIR
 from analysis.scale import MATCHED_TPP, count, number
@@ -13,8 +13,9 @@ from analysis.sections import Section
 
 def section(ctx: ReportContext) -> Section:
     claim, parent, provenance = ctx.claim, ctx.ab.parent, ctx.provenance
-    superseded = superseded_line(ctx.ab.name, provenance)
-    body = [f"_{superseded}_", ""] if superseded else []
+    standing = [line for line in (superseded_line(ctx.ab.name, provenance), pending_line(provenance, ctx.ab.finished))
+                if line]
+    body = [f"_{line}_" for line in standing] + ([""] if standing else [])
     body += [f"Parent run `{parent.run_id}` ({parent.status}), measurements read from `{parent.source}`; claim "
              f"`{claim.preset}`. The same report is made from the MLflow store (`EXP=`) and from an exported "
              f"results folder's `{DATA_DIR}/` files (`python -m analysis.report FROM=<folder>`)." if parent else

@@ -1,6 +1,6 @@
 """A results folder derives from its own record: its families are the `checks` its provenance recorded (not the
-protocol file's today), and a folder whose provenance lacks the current protocol file's sha256 says, in its report
-and in RESULTS.md, that it is from an earlier revision."""
+protocol file's today), a folder whose provenance lacks the current protocol file's sha256 says, in its report
+and in RESULTS.md, that it is from an earlier revision, and one whose declared stages have not all run says which."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from analysis.claims import claim_for
 from analysis.families import families_for
 from analysis.ledger import render_ledger
-from analysis.protocol_revision import protocol_sha256, superseded_line
+from analysis.protocol_revision import pending_line, pending_stages, protocol_sha256, superseded_line
 from analysis.provenance import read_provenance
 from analysis.report_context import ReportContext
 from analysis.report_sections import header
@@ -77,3 +77,30 @@ def test_the_report_header_says_so_and_a_current_folder_does_not(folder: Path) -
         record = write(folder, **recorded)
         body = "\n".join(header.section(ReportContext.of(ab, claim_for(PAPER), folder, record)).body)
         assert (LINE in body) is expected
+
+
+def test_a_stage_whose_test_cells_have_not_all_finished_is_pending() -> None:
+    import pandas as pd
+
+    record = {"declared_seeds": [{"arms": ["a@l2", "b@l2"], "seeds": [200, 201], "stage": "below"},
+                                 {"arms": ["a@l4", "b@l4"], "seeds": [200, 201], "stage": "headline"},
+                                 {"arms": ["a@l6"], "seeds": [200, 201], "stage": "scale"}]}
+    finished = pd.DataFrame({"arm": ["a@l2", "a@l2", "b@l2", "b@l2", "a@l4", "a@l2@lr3e-3"],
+                             "seed": ["200", "201", "200", "201", "200", "100"]})
+    assert pending_stages(record, finished) == {"headline": (1, 4), "scale": (0, 2)}
+    assert pending_line(record, finished) == ("Partial export: the protocol's stages `headline` (1 of 4 test cells "
+                                              "finished), `scale` (0 of 2 test cells finished) have not finished yet.")
+    whole = pd.concat([finished, pd.DataFrame({"arm": ["a@l4", "b@l4", "b@l4", "a@l6", "a@l6"],
+                                               "seed": ["201", "200", "201", "200", "201"]})])
+    assert pending_stages(record, whole) == {} and pending_line(record, whole) == ""
+    assert pending_line(None, finished) == "" and pending_line({}, finished) == ""  # nothing declared: nothing to say
+
+
+def test_a_partial_folder_says_so_in_its_report_and_in_results_md(folder: Path) -> None:
+    record = write(folder, declared_seeds=[*read_provenance(folder)["declared_seeds"],
+                                           {"arms": ["adamw_baseline@l6"], "seeds": [200], "stage": "scale"}])
+    ab = read_results_data(folder)
+    body = "\n".join(header.section(ReportContext.of(ab, claim_for(PAPER), folder, record)).body)
+    line = "Partial export: the protocol's stage `scale` (0 of 1 test cells finished) has not finished yet."
+    assert line in body
+    assert line in render_ledger(folder.parent, folder.parent / "RESULTS.md")
