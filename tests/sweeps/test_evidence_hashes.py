@@ -27,17 +27,20 @@ from tests.helpers.committed_cells import PAPERS, committed_cells, split_kind
 from tests.helpers.runs import REPO
 
 
-def planned(spec, cell) -> plan.Cell:
-    """The plan's cell for a committed one: a test cell (a tuned arm's at the rate it ran at), a tuning cell
-    at its rate, or a fine-tune tuning base."""
+def planned(spec, cell, tested: dict[str, float]) -> plan.Cell:
+    """The plan's cell for a committed one: a test cell (a tuned arm's at the rate it ran at; a control's at its
+    reference's rate, as the reference's test cells ran), a tuning cell at its rate, or a fine-tune tuning base
+    (at its arm's pre-training rate, as that arm's test cells ran). `tested`: test cell -> the rate it ran at."""
     arm, kind = split_kind(cell.arm) if cell.arm not in spec.arms else (cell.arm, "test")
     if kind == "lr":
         tuning = next(t for t in spec.lr_tuning if arm in t.arms)
         made = plan.lr_tuning_cells(spec, [(tuning, arm, (cell.rate(tuning.key),), (cell.seed,))])
     elif kind == "ft":
-        made = [c for c in plan.finetune_tuning_bases(spec) if c.name == cell.arm and c.seed == cell.seed]
+        made = [c for c in plan.finetune_tuning_bases(spec, tested) if c.name == cell.arm and c.seed == cell.seed]
     else:
-        chosen = {arm: cell.rate(t.key) for t in spec.lr_tuning if arm in t.arms}
+        source = spec.rate_source(arm)
+        chosen = {source[0]: tested[source[0]]} if source is not None else \
+            {arm: cell.rate(t.key) for t in spec.lr_tuning if arm in t.arms}
         made = plan.block_cells(spec, [Block((arm,), (cell.seed,))], chosen)
     [one] = made
     assert (one.name, one.seed) == (cell.arm, cell.seed)
@@ -62,9 +65,11 @@ def test_every_committed_cell_composes_to_its_recorded_config_hash(paper: str) -
     current_only(paper)
     spec = load_spec(paper)
     cells = committed_cells(paper)
+    keys = {a: t.key for t in spec.lr_tuning for a in t.arms}
+    tested = {c.arm: c.rate(keys[c.arm]) for c in cells if c.arm in keys}  # a tuned arm's test cells, at its rate
     by_config = defaultdict(list)  # one composition per cell config; the seed is set on it, as the launcher does
     for cell in cells:
-        one = planned(spec, cell)
+        one = planned(spec, cell, tested)
         by_config[(one.name, one.words)].append(cell)
     wrong = []
     for (name, words), group in by_config.items():
