@@ -20,7 +20,6 @@ from functools import partial
 from multiprocessing import get_context
 from typing import TYPE_CHECKING
 
-from analysis.claims import is_finetune_tuning_base
 from lit_modules.config.finetune_recipe import FinetuneRecipe
 from lit_modules.runs import tags
 from sweeps.finetune_tuning import choose, tuning_jobs
@@ -44,10 +43,11 @@ def grid_cells(client: MlflowClient, spec: EvidenceSpec) -> list[Run]:
 
 
 def finished_test_cells(client: MlflowClient, spec: EvidenceSpec) -> list[Run]:
-    """The finished cells of the preset's grid, LR tuning cells and fine-tune tuning bases left out."""
-    tuning = spec.tuning_cells()
-    return [b for b in grid_cells(client, spec) if b.data.tags.get(tags.ABLATION_ARM) not in tuning
-            and not is_finetune_tuning_base(b.data.tags.get(tags.ABLATION_ARM, ""))]
+    """The finished test cells of this call's blocks in the preset's grid: LR tuning cells, fine-tune tuning
+    bases and the test cells of stages this call does not run left out (a stage-subset call fine-tunes only its
+    own stages' cells, whose arms have their fine-tune rates in this call)."""
+    tested = {a for b in spec.blocks for a in b.arms}
+    return [b for b in grid_cells(client, spec) if b.data.tags.get(tags.ABLATION_ARM) in tested]
 
 
 def _finetune_one(job: tuple[str, FinetuneRecipe], runs_dir: str) -> str:
