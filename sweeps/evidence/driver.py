@@ -79,13 +79,10 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     store = RunStore(args.runs_dir)
     folder = Path(args.results_dir) / spec.paper
     earlier = read_provenance(folder)
-    provenance = earlier
-    if earlier is None or finished_work(spec, args.runs_dir) != before:
-        # New measurements: the record's wall time is every call's that ran cells of this grid. A call that
-        # only re-exports keeps the record of the calls that ran the cells.
-        provenance = {**provenance_record(command, clock.total(), args.workers or default_workers(), threads_per_worker=1),
-                      **declared}
-    provenance = with_choices(provenance, earlier, {
+    measured = earlier is None or finished_work(spec, args.runs_dir) != before
+    fresh = provenance_record(command, clock.total(), args.workers or default_workers(), threads_per_worker=1) \
+        if measured else None  # the record's wall time is every call's that ran cells of this grid
+    provenance = next_record(earlier, declared, fresh, {
         "lr_tuning_chosen": chosen if spec.lr_tuning else None,
         "rate_of_chosen": control_rates(spec, chosen) or None,
         "finetune_lr_tuning_chosen": chosen_ft if spec.finetune_lr_tuning else None})
@@ -97,10 +94,27 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     return 1 if failed else 0
 
 
+def next_record(earlier: dict | None, declared: dict, fresh: dict | None, choices: dict[str, dict | None]) -> dict:
+    """The provenance an evidence call exports with. `fresh`: this call's run record when it measured something
+    (None when every cell was already finished); `choices`: the rates it chose (with_choices).
+    - Measured: the fresh record and today's declaration, with the choices earlier calls made under the same
+      declaration for stages this call did not run.
+    - Nothing new, same declaration: the record of the calls that ran the cells stays; the protocol file as it is
+      now describes them (a cell it changed would have run again), so its bytes' hash and checks node are today's.
+    - Nothing new, another declaration: the earlier record as it was (its cells ran under it)."""
+    same = earlier is not None and earlier.get("checks_sha256") == declared["checks_sha256"]
+    if fresh is not None or earlier is None:
+        return with_choices({**(fresh or {}), **declared}, earlier if same else None, choices)
+    if same:
+        today = {k: declared[k] for k in ("protocol_sha256", "checks") if k in declared}
+        return with_choices({**earlier, **today}, earlier, choices)
+    return earlier
+
+
 def with_choices(record: dict, earlier: dict | None, now: dict[str, dict | None]) -> dict:
     """`record` with each of this call's choice maps (`now`: key -> map, None where it chose none) joined to the
-    earlier record's: a call that runs some stages keeps what earlier calls chose for the other stages' grids,
-    and its own choices win where both chose."""
+    earlier record's (pass it only when it declared what this call declares): a call that runs some stages keeps
+    what earlier calls chose for the other stages' grids, and its own choices win where both chose."""
     out = dict(record)
     for key, chosen in now.items():
         before = (earlier or {}).get(key) or {}

@@ -169,3 +169,25 @@ def test_a_stage_subset_call_keeps_the_rates_earlier_calls_chose() -> None:
     assert set(record["rate_of_chosen"]) == {"a_init1@l2", "a_init1@l4"} and "finetune_lr_tuning_chosen" not in record
     first = with_choices({"git_commit": "x"}, None, {"lr_tuning_chosen": {}, "rate_of_chosen": None})
     assert first == {"git_commit": "x", "lr_tuning_chosen": {}}  # a declared grid with nothing chosen yet says so
+
+
+def test_the_exported_record_follows_what_the_call_measured_and_declared() -> None:
+    from sweeps.evidence.driver import next_record
+
+    declared = {"checks_sha256": "c1", "checks": {"primary": []}, "protocol_sha256": "today"}
+    earlier = {"checks_sha256": "c1", "checks": {"primary": []}, "protocol_sha256": "yesterday",
+               "git_commit": "old", "lr_tuning_chosen": {"a@l2": 6e-3}}
+    now = {"lr_tuning_chosen": {"a@l4": 3e-3}, "rate_of_chosen": None, "finetune_lr_tuning_chosen": None}
+    measured = next_record(earlier, declared, {"git_commit": "new"}, now)
+    assert measured["git_commit"] == "new" and measured["protocol_sha256"] == "today"
+    assert measured["lr_tuning_chosen"] == {"a@l2": 6e-3, "a@l4": 3e-3}
+    # nothing new ran under the same declaration (a comment changed in the file): the record stays, the file's
+    # hash is today's, so the folder is not marked superseded for ever
+    kept = next_record(earlier, declared, None, now)
+    assert kept["git_commit"] == "old" and kept["protocol_sha256"] == "today"
+    assert kept["lr_tuning_chosen"] == {"a@l2": 6e-3, "a@l4": 3e-3}
+    # an earlier record of another declaration: its choices never join; a re-export leaves it as it was
+    other = {**earlier, "checks_sha256": "c0", "lr_tuning_chosen": {"g8_origin": 6e-3}}
+    assert next_record(other, declared, {"git_commit": "new"}, now)["lr_tuning_chosen"] == {"a@l4": 3e-3}
+    assert next_record(other, declared, None, now) is other
+    assert next_record(None, declared, None, now)["lr_tuning_chosen"] == {"a@l4": 3e-3}
