@@ -159,15 +159,17 @@ def render_ledger(results: Path, out: Path, refreshed: dict[str, list[str]] | No
         verdicts = gated(verdicts_table(ab, claim, families), ran, record)
         if refreshed is not None:
             refreshed[folder.name] = refresh_derived(folder, ab, verdicts)
+        # The controls calibrate the rule, not the protocol: they count whether or not its primaries are evidence.
+        controls[folder.name] = verdicts[verdicts["role"].isin([NULL_ROLE, POSITIVE_ROLE])] if not verdicts.empty \
+            else verdicts
         kept_out = ledger_gate(verdicts)
         if kept_out:  # an exploratory protocol: named, not judged here (its own report has its rows)
             if excluded is not None:
                 excluded[folder.name] = kept_out
-            outside.append(f"- `{claim.preset}` (`{folder.name}/`): " + "; ".join(kept_out) + ".")
+            outside.append(f"- `{claim.preset}` (`{folder.name}/`): " + "; ".join(kept_out) + "."
+                           + revision_flag(ab.name, record) + partial_flag(record, ab))
             continue
         rows = tested_rows(ab, claim, verdicts)
-        controls[folder.name] = verdicts[verdicts["role"].isin([NULL_ROLE, POSITIVE_ROLE])] if not verdicts.empty \
-            else verdicts
         if not rows.empty:
             cost = overhead_table(ab, claim).set_index("arm")
             line, _, checks = claim_line(ab, claim, rows, cost, families).partition("\n")

@@ -65,3 +65,25 @@ def test_clopper_pearson_on_known_answers():
 def test_a_malformed_control_is_one_sentence():
     with pytest.raises(ConfigError, match="every checks.controls entry names an 'arm', its 'reference'"):
         parse_families({"controls": [{"arm": "a", "reference": "b", "metric": "val/loss", "kind": "maybe"}]}, "x")
+
+
+def test_a_protocol_kept_out_of_the_ledger_still_counts_its_controls(tmp_path):
+    from analysis.ledger import render_ledger
+    from analysis.provenance import write_provenance
+    from analysis.results_data import write_results_data
+
+    values = {"adamw_baseline": BASE, "adamw_pc4": [b - 0.1 for b in BASE],
+              "base_init1": [b + e for b, e in zip(BASE, NUISANCE)], "base_slow": [b + 0.2 for b in BASE]}
+    ab = handmade(values, name="evidence/pc_layer", claim="pc_layer", baseline="adamw_baseline", tokens=144_000)
+    folder = tmp_path / "results" / "pc_layer"
+    write_results_data(ab, folder)
+    from tests.analysis.test_ledger import RECORD
+
+    write_provenance(folder, {**RECORD, "checks": {
+        "primary": [{"arm": "adamw_pc4", "metric": "val/loss"}],
+        "controls": [{"arm": "base_init1", "reference": "adamw_baseline", "metric": "val/loss", "kind": "null"},
+                     {"arm": "base_slow", "reference": "adamw_baseline", "metric": "val/loss", "kind": "positive"}]}})
+    text = render_ledger(folder.parent, tmp_path / "RESULTS.md")
+    assert "(`pc_layer/`): `adamw_pc4` on `val/loss`: below its regime" in text  # kept out: 1.44 TPP
+    assert "the rule called an effect in **0 of 1**" in text and "**1 of 1 detected**" in text
+    assert "From an earlier revision of `conf/evidence/pc_layer.yaml`" in text.split("## Not in the ledger")[1]
