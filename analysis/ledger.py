@@ -181,7 +181,7 @@ def render_ledger(results: Path, out: Path, refreshed: dict[str, list[str]] | No
             rel = Path(os.path.relpath(folder / FOREST_FILE, out.parent)).as_posix()
             forests += [f"![{claim.preset}: decision intervals per check and rung]({rel})", ""]
         provenance.append(provenance_line(folder, claim))
-        standing = " ".join(line for line in (superseded_line(ab.name, record), pending_line(record, ab.finished)) if line)
+        standing = " ".join(line for line in (superseded_line(ab.name, record), pending_line(record, ab.runs)) if line)
         findings += findings_section(folder, claim, standing)
     lines = [
         "# Results ledger", "",
@@ -235,7 +235,7 @@ def revision_flag(name: str, record: dict) -> str:
 
 def partial_flag(record: dict, ab: Ablation) -> str:
     """Whether every stage the protocol declares has run (analysis.protocol_revision)."""
-    line = pending_line(record, ab.finished)
+    line = pending_line(record, ab.runs)
     return f" _{line}_" if line else ""
 
 

@@ -3,7 +3,7 @@ under an earlier revision), and which declared stages have not run yet.
 
     protocol_sha256(path)                                 # the hash the driver records (provenance.json)
     superseded_line("evidence/mols", provenance)          # "" when current, else one line for the report/ledger
-    pending_line(provenance, ab.finished)                 # "" when every declared test cell finished
+    pending_line(provenance, ab.runs)                     # "" when every declared test cell has run
 
 The driver records the sha256 of `conf/evidence/<paper>.yaml`'s bytes with each export. A folder whose record has
 none, or another, holds cells and checks of an earlier revision: its families are read from its own record
@@ -46,27 +46,26 @@ def superseded_line(ablation_name: str, provenance: dict | None) -> str:
             "the rerun on the current protocol is pending.")
 
 
-def pending_stages(provenance: dict | None, finished: pd.DataFrame) -> dict[str, tuple[int, int]]:
-    """Stage -> (test cells finished, test cells declared), for each stage the provenance's `declared_seeds`
-    names whose test cells have not all finished in `finished` (arm, seed); {} when none is pending."""
-    done = set(zip(finished["arm"].astype(str), finished["seed"].astype(str))) if len(finished) else set()
-    counts: dict[str, list[int]] = {}
+def pending_stages(provenance: dict | None, runs: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """Stage -> (test cells that ended, test cells declared), for each stage the provenance's `declared_seeds`
+    names with a test cell no run of which ended (FINISHED, or FAILED: a diverged cell will not finish on another
+    call either) in `runs` (arm, seed, status); {} when none is pending. A cell two blocks declare counts once."""
+    ended = runs[runs["status"].isin(["FINISHED", "FAILED"])] if len(runs) else runs
+    done = set(zip(ended["arm"].astype(str), ended["seed"].astype(str))) if len(ended) else set()
+    cells: dict[str, set[tuple[str, str]]] = {}
     for block in (provenance or {}).get("declared_seeds") or []:
         stage = str(block.get("stage", "headline"))
-        cells = [(str(a), str(s)) for a in block.get("arms", []) for s in block.get("seeds", [])]
-        tally = counts.setdefault(stage, [0, 0])
-        tally[0] += sum(c in done for c in cells)
-        tally[1] += len(cells)
-    return {stage: (n, total) for stage, (n, total) in counts.items() if n < total}
+        cells.setdefault(stage, set()).update((str(a), str(s)) for a in block.get("arms", []) for s in block.get("seeds", []))
+    return {stage: (len(c & done), len(c)) for stage, c in cells.items() if not c <= done}
 
 
-def pending_line(provenance: dict | None, finished: pd.DataFrame) -> str:
-    """One line naming the declared stages whose test cells have not all run ("" when none): the folder is a
+def pending_line(provenance: dict | None, runs: pd.DataFrame) -> str:
+    """One line naming the declared stages with test cells that have not run yet ("" when none): the folder is a
     partial export, and what it lacks (a rung, a control) is still to come."""
-    pending = pending_stages(provenance, finished)
+    pending = pending_stages(provenance, runs)
     if not pending:
         return ""
-    parts = [f"`{stage}` ({n} of {total} test cells finished)" for stage, (n, total) in pending.items()]
+    parts = [f"`{stage}` ({n} of {total} test cells run)" for stage, (n, total) in pending.items()]
     one = len(parts) == 1
     return (f"Partial export: the protocol's {'stage' if one else 'stages'} {', '.join(parts)} "
             f"{'has' if one else 'have'} not finished yet.")

@@ -13,7 +13,7 @@ from analysis.sections import Section
 
 def section(ctx: ReportContext) -> Section:
     claim, parent, provenance = ctx.claim, ctx.ab.parent, ctx.provenance
-    standing = [line for line in (superseded_line(ctx.ab.name, provenance), pending_line(provenance, ctx.ab.finished))
+    standing = [line for line in (superseded_line(ctx.ab.name, provenance), pending_line(provenance, ctx.ab.runs))
                 if line]
     body = [f"_{line}_" for line in standing] + ([""] if standing else [])
     body += [f"Parent run `{parent.run_id}` ({parent.status}), measurements read from `{parent.source}`; claim "

@@ -50,7 +50,7 @@ def test_every_run_read_its_data_at_most_once(paper: str) -> None:
 
 
 def _pending(folder: Path) -> str:
-    return pending_line(json.loads((folder / "provenance.json").read_text()), read_results_data(folder).finished)
+    return pending_line(json.loads((folder / "provenance.json").read_text()), read_results_data(folder).runs)
 
 
 @pytest.mark.parametrize("paper", PAPERS)

@@ -79,21 +79,24 @@ def test_the_report_header_says_so_and_a_current_folder_does_not(folder: Path) -
         assert (LINE in body) is expected
 
 
-def test_a_stage_whose_test_cells_have_not_all_finished_is_pending() -> None:
+def test_a_stage_with_a_test_cell_that_has_not_run_is_pending() -> None:
     import pandas as pd
 
     record = {"declared_seeds": [{"arms": ["a@l2", "b@l2"], "seeds": [200, 201], "stage": "below"},
                                  {"arms": ["a@l4", "b@l4"], "seeds": [200, 201], "stage": "headline"},
+                                 {"arms": ["a@l4"], "seeds": [200], "stage": "headline"},  # declared twice: one cell
                                  {"arms": ["a@l6"], "seeds": [200, 201], "stage": "scale"}]}
-    finished = pd.DataFrame({"arm": ["a@l2", "a@l2", "b@l2", "b@l2", "a@l4", "a@l2@lr3e-3"],
-                             "seed": ["200", "201", "200", "201", "200", "100"]})
-    assert pending_stages(record, finished) == {"headline": (1, 4), "scale": (0, 2)}
-    assert pending_line(record, finished) == ("Partial export: the protocol's stages `headline` (1 of 4 test cells "
-                                              "finished), `scale` (0 of 2 test cells finished) have not finished yet.")
-    whole = pd.concat([finished, pd.DataFrame({"arm": ["a@l4", "b@l4", "b@l4", "a@l6", "a@l6"],
-                                               "seed": ["201", "200", "201", "200", "201"]})])
+    runs = pd.DataFrame({"arm": ["a@l2", "a@l2", "b@l2", "b@l2", "a@l4", "a@l2@lr3e-3", "b@l4", "a@l6"],
+                         "seed": ["200", "201", "200", "201", "200", "100", "200", "200"],
+                         "status": ["FINISHED"] * 6 + ["KILLED", "FAILED"]})  # killed: to run again; failed: ran
+    assert pending_stages(record, runs) == {"headline": (1, 4), "scale": (1, 2)}
+    assert pending_line(record, runs) == ("Partial export: the protocol's stages `headline` (1 of 4 test cells "
+                                          "run), `scale` (1 of 2 test cells run) have not finished yet.")
+    rest = pd.DataFrame({"arm": ["a@l4", "b@l4", "b@l4", "a@l6"], "seed": ["201", "200", "201", "201"],
+                         "status": ["FINISHED", "FINISHED", "FAILED", "FINISHED"]})  # a failed cell has run
+    whole = pd.concat([runs, rest])
     assert pending_stages(record, whole) == {} and pending_line(record, whole) == ""
-    assert pending_line(None, finished) == "" and pending_line({}, finished) == ""  # nothing declared: nothing to say
+    assert pending_line(None, runs) == "" and pending_line({}, runs) == ""  # nothing declared: nothing to say
 
 
 def test_a_partial_folder_says_so_in_its_report_and_in_results_md(folder: Path) -> None:
@@ -101,6 +104,6 @@ def test_a_partial_folder_says_so_in_its_report_and_in_results_md(folder: Path) 
                                            {"arms": ["adamw_baseline@l6"], "seeds": [200], "stage": "scale"}])
     ab = read_results_data(folder)
     body = "\n".join(header.section(ReportContext.of(ab, claim_for(PAPER), folder, record)).body)
-    line = "Partial export: the protocol's stage `scale` (0 of 1 test cells finished) has not finished yet."
+    line = "Partial export: the protocol's stage `scale` (0 of 1 test cells run) has not finished yet."
     assert line in body
     assert line in render_ledger(folder.parent, folder.parent / "RESULTS.md")
