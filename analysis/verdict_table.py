@@ -97,7 +97,7 @@ def verdicts_table(ab: Ablation, claim: Claim, families: Families | None = None)
     for t in tests:
         t.role = PRIMARY if t.expect is not None and t.declared_primary(families) else SECONDARY
         t.margin = families.margin(t.check.metric) if t.expect == "none" else None
-        t.late = families.late_note(t.key)
+        t.late = families.late_note(t.key) or families.late_note(replace(t.key, reference=t.reference))
     for t in tests:  # an undeclared family leaves out what was never measured: such a row is not primary
         if t.role == PRIMARY and not t.in_family(families.declared):
             t.role = SECONDARY

@@ -103,3 +103,13 @@ def test_the_hash_keeps_old_declarations_and_sees_a_named_reference():
     assert checks_sha256(parse_families(node, "x"), CLAIM, {"declared_seeds": [1]}) == old
     node["primary"].append(NAMED)
     assert checks_sha256(parse_families(node, "x"), CLAIM, {"declared_seeds": [1]}) != old
+
+
+def test_a_late_entry_flags_its_row_with_or_without_the_usual_reference_spelled_out():
+    spelled = {"arm": "x", "metric": "val/loss", "reference": "baseline", "note": "moved after the pilot"}
+    for late, flagged in (([spelled], ("x", "baseline")), ([{**NAMED, "note": "moved"}], ("x", "x_part")),
+                          ([{**USUAL, "note": "moved"}], ("x", "baseline"))):
+        table = _table([USUAL, NAMED], added_after_data=late)
+        rows = {(r["arm"], r["reference"]): str(r["added_after_data"]) for _, r in table.iterrows()}
+        assert rows[flagged].startswith("moved"), (late, rows)
+        assert [k for k, v in rows.items() if v.startswith("moved")] == [flagged]
