@@ -200,20 +200,16 @@ def _add_note(row: dict, text: str) -> None:
 
 
 def seed_choices(tuning: LrTuning, cells: pd.DataFrame) -> dict[str, dict[int, float]]:
-    """Arm -> {declared tuning seed: the rate it alone would pick}, for arms whose every cell is decided."""
-    better = better_direction(tuning.metric)
+    """Arm -> {declared tuning seed: the rate it alone would pick, by the table's rule}, for arms whose every cell
+    is decided."""
     out: dict[str, dict[int, float]] = {}
     for arm in tuning.arms:
         of_arm = cells[cells["arm"] == arm]
         if of_arm.empty or not of_arm["state"].isin(["finished", "diverged"]).all():
             continue
-        picks = {}
-        for seed in tuning.tuning_seeds:
-            done = of_arm[(of_arm["seed"] == seed) & (of_arm["state"] == "finished")]
-            if len(done):
-                best = done["value"].idxmin() if better == "lower" else done["value"].idxmax()
-                picks[seed] = float(done.loc[best, "rate"])
-        out[arm] = picks
+        picks = {seed: chosen_rates(_table_of(tuning, of_arm[of_arm["seed"] == seed])).get(arm)
+                 for seed in tuning.tuning_seeds}
+        out[arm] = {seed: rate for seed, rate in picks.items() if rate is not None}
     return out
 
 
