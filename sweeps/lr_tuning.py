@@ -164,6 +164,7 @@ def tune(paper: str, tunings: list[LrTuning], runs_dir: str, preset: str,
     (tie-break seeds, edge extensions: analysis.lr_tuning.growth) and run again until none grows, then choose:
     (a stop code or 0, arm -> rate, arms with no rate)."""
     added: dict[int, tuple[set[float], set[int]]] = {i: (set(), set()) for i in range(len(tunings))}
+    launched: set[tuple[str, float, int]] = set()  # a cell that failed once in this call is not tried again
     runs = store_runs(runs_dir, preset)
     for _ in range(1 + sum(len(t.tiebreak_seeds) + 2 * t.extend for t in tunings)):  # each pass adds something
         todo_launches: list[Launch] = []
@@ -171,6 +172,8 @@ def tune(paper: str, tunings: list[LrTuning], runs_dir: str, preset: str,
             rates, seeds = (tuple(sorted(x)) for x in added[i])
             cells = tuning_cells(tuning, runs, rates, seeds)
             todo = cells[~cells["state"].isin(["finished", "diverged"])]
+            todo = todo[[(a, r, s) not in launched for a, r, s in zip(todo["arm"], todo["rate"], todo["seed"])]]
+            launched.update(zip(todo["arm"], todo["rate"], todo["seed"]))
             print(f"[{paper}] lr tuning {', '.join(tuning.arms)} over {', '.join(map(rate_text, sorted(set(cells['rate']))))} "
                   f"on seeds {', '.join(map(str, sorted(set(cells['seed']))))}: {len(todo)} of {len(cells)} tuning cells "
                   "to run", flush=True)
