@@ -14,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.controls import NULL_ROLE, POSITIVE_ROLE
+from analysis.controls import (DETECTED, EFFECT_CALLED, NO_EFFECT_CALLED, NOT_DETECTED, NULL_ROLE, POSITIVE_ROLE,
+                               WRONG_SIDE)
 from analysis.protocol_revision import is_superseded, pending_line
 from analysis.results_data import read_results_data
 from analysis.rungs import is_ladder_arm, rung_of
@@ -92,8 +93,14 @@ def test_primary_rows_use_only_confirmatory_seeds_and_print_both_p_values(paper:
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_a_null_and_a_positive_control_at_every_rung(paper: str) -> None:
-    verdicts = pd.read_csv(_current(paper) / "verdicts.csv", keep_default_na=False)
+    folder = _current(paper)
+    verdicts = pd.read_csv(folder / "verdicts.csv", keep_default_na=False)
+    confirmatory = len(json.loads((folder / "provenance.json").read_text())["confirmatory_seeds"])
     rungs = {rung_of(a) for a in verdicts["arm"] if is_ladder_arm(a)}
-    for role in (NULL_ROLE, POSITIVE_ROLE):
-        controlled = {rung_of(a) for a in verdicts.loc[verdicts["role"] == role, "arm"]}
+    assert rungs, "no verdict row at a ladder rung"
+    for role, judged in ((NULL_ROLE, {EFFECT_CALLED, NO_EFFECT_CALLED}), (POSITIVE_ROLE, {DETECTED, NOT_DETECTED, WRONG_SIDE})):
+        rows = verdicts[verdicts["role"] == role]
+        controlled = {rung_of(a) for a in rows["arm"]}
         assert rungs <= controlled, f"{role} missing at {sorted(rungs - controlled)}"
+        undecided = rows[~rows["verdict"].isin(judged) | (rows["n"].astype(int) < confirmatory)]
+        assert undecided.empty, f"{role} rows not judged on every confirmatory seed: {list(undecided['arm'])}"

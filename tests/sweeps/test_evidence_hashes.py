@@ -39,6 +39,7 @@ def planned(spec, cell, tested: dict[str, float]) -> plan.Cell:
         made = [c for c in plan.finetune_tuning_bases(spec, tested) if c.name == cell.arm and c.seed == cell.seed]
     else:
         source = spec.rate_source(arm)
+        assert source is None or source[0] in tested, f"{cell.arm} runs at {source[0]}'s rate: no committed test cell"
         chosen = {source[0]: tested[source[0]]} if source is not None else \
             {arm: cell.rate(t.key) for t in spec.lr_tuning if arm in t.arms}
         made = plan.block_cells(spec, [Block((arm,), (cell.seed,))], chosen)
