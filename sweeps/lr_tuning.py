@@ -172,7 +172,8 @@ def tune(paper: str, tunings: list[LrTuning], runs_dir: str, preset: str,
             rates, seeds = (tuple(sorted(x)) for x in added[i])
             cells = tuning_cells(tuning, runs, rates, seeds)
             todo = cells[~cells["state"].isin(["finished", "diverged"])]
-            todo = todo[[(a, r, s) not in launched for a, r, s in zip(todo["arm"], todo["rate"], todo["seed"])]]
+            fresh = [(a, r, s) not in launched for a, r, s in zip(todo["arm"], todo["rate"], todo["seed"])]
+            todo = todo[pd.Series(fresh, index=todo.index, dtype=bool)]
             launched.update(zip(todo["arm"], todo["rate"], todo["seed"]))
             print(f"[{paper}] lr tuning {', '.join(tuning.arms)} over {', '.join(map(rate_text, sorted(set(cells['rate']))))} "
                   f"on seeds {', '.join(map(str, sorted(set(cells['seed']))))}: {len(todo)} of {len(cells)} tuning cells "

@@ -28,6 +28,9 @@ from sweeps.evidence.stages import Stopped, run_stages
 from sweeps.wall_clock import WallClock
 
 
+COVERED = "finished_work"  # the provenance's [finished cells, fine-tunes, scored fine-tunes] when exported
+
+
 def finished_work(spec: EvidenceSpec, runs_dir: str) -> tuple[int, int, int]:
     """(finished cells, finished fine-tunes, scored fine-tunes) of the preset's grid, tuning ones included:
     what a call has added."""
@@ -79,9 +82,13 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     store = RunStore(args.runs_dir)
     folder = Path(args.results_dir) / spec.paper
     earlier = read_provenance(folder)
-    measured = earlier is None or finished_work(spec, args.runs_dir) != before
-    fresh = provenance_record(command, clock.total(), args.workers or default_workers(), threads_per_worker=1) \
-        if measured else None  # the record's wall time is every call's that ran cells of this grid
+    work = list(finished_work(spec, args.runs_dir))
+    # A record covers the work it was exported with: a call that finished cells, or that finds cells an earlier
+    # call finished but never exported (it crashed after them), writes a fresh one. Its wall time is every
+    # call's that ran cells of this grid.
+    measured = earlier is None or earlier.get(COVERED) != work
+    fresh = {**provenance_record(command, clock.total(), args.workers or default_workers(), threads_per_worker=1),
+             COVERED: work} if measured else None
     provenance = next_record(earlier, declared, fresh, {
         "lr_tuning_chosen": chosen if spec.lr_tuning else None,
         "rate_of_chosen": control_rates(spec, chosen) or None,
@@ -95,9 +102,10 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
 
 
 def next_record(earlier: dict | None, declared: dict, fresh: dict | None, choices: dict[str, dict | None]) -> dict:
-    """The provenance an evidence call exports with. `fresh`: this call's run record when it measured something
-    (None when every cell was already finished); `choices`: the rates it chose (with_choices).
-    - Measured: the fresh record and today's declaration, with the choices earlier calls made under the same
+    """The provenance an evidence call exports with. `fresh`: this call's run record when the earlier record does
+    not cover the store's finished work (it ran cells, or an earlier call ran some and never exported them; None
+    otherwise); `choices`: the rates it chose (with_choices).
+    - Fresh: the fresh record and today's declaration, with the choices earlier calls made under the same
       declaration for stages this call did not run.
     - Nothing new, same declaration: the record of the calls that ran the cells stays; the protocol file as it is
       now describes them (a cell it changed would have run again), so its bytes' hash and checks node are today's.
