@@ -50,3 +50,26 @@ def test_the_watcher_prints_each_cell_that_ended_since_it_started(tmp_path: Path
     assert len(printed) == 2
     assert printed[0].startswith("[1/2] smoke/baseline/seed1 FINISHED val/loss=2.35 | arm baseline, seed 1 |")
     assert printed[1].startswith("[2/2] smoke/baseline/seed2 FAILED boom | arm baseline, seed 2 |")
+
+
+def test_the_watcher_asks_the_store_for_recent_ends_only_and_still_prints_a_late_write(tmp_path: Path) -> None:
+    client = MlflowClient(tracking_uri(None, str(tmp_path)))
+    exp = get_or_create_experiment(client, "runs", str(tmp_path))
+    parent = open_run(client, exp, "ablate:smoke", {}, {})
+    out = io.StringIO()
+    watcher = CellWatcher(client, parent, to_run=3, stream=out)
+    cells = [open_run(client, exp, f"smoke/baseline/seed{s}", {"ablation.arm": "baseline", "seed": str(s)}, {}, parent)
+             for s in range(3)]
+    now = int(time.time() * 1000)
+    client.set_terminated(cells[0], "FINISHED", end_time=now + 2_000)
+    watcher.poll()
+    # seed 1 ended before seed 0 but reached the store after the poll that printed seed 0; seed 2 still runs
+    client.set_terminated(cells[1], "FINISHED", end_time=now + 1_000)
+    filters = []
+    search = client.search_runs
+    client.search_runs = lambda *a, **k: filters.append(k["filter_string"]) or search(*a, **k)
+    watcher.poll()
+    printed = out.getvalue().strip().splitlines()
+    assert [line.split()[1] for line in printed] == ["smoke/baseline/seed0", "smoke/baseline/seed1"]
+    assert f"attributes.end_time >= {now + 2_000 - 60_000}" in filters[0]  # what ended since the last line, less a minute
+    assert f"attributes.start_time >= {watcher.since_ms}" in filters[0]
