@@ -118,15 +118,23 @@ def read_results_data(folder: str | Path) -> Ablation:
     runs = runs.drop(columns=derived)
     curves = read_curves(data)
     finetunes = _read_runs(data / FINETUNES_FILE)
-    token_gaps = _read_csv(data / TOKEN_GAPS_FILE, empty_token_gaps().dtypes.astype(str).to_dict())
-    sv_hists = []
-    if (data / SV_HIST_FILE).is_file():
-        for _, row in _read_csv(data / SV_HIST_FILE, {"arm": "str", "seed": "str", "artifact": "str",
-                                                      "file": "str"}).iterrows():
-            sv_hists.append(SvHist(row["arm"], row["seed"], row["artifact"],
-                                   (data / SV_HIST_DIR / row["file"]).read_bytes()))
-    ab = assemble(parent, runs, curves, finetunes, token_gaps, sv_hists)
-    return ab
+    return assemble(parent, runs, curves, finetunes, read_token_gaps(data), read_sv_hists(data))
+
+
+def read_token_gaps(data: Path) -> pd.DataFrame:
+    """The token-gap table of a data folder (its columns and dtypes, empty where it has none)."""
+    if not (data / TOKEN_GAPS_FILE).is_file():
+        return empty_token_gaps()
+    return _read_csv(data / TOKEN_GAPS_FILE, empty_token_gaps().dtypes.astype(str).to_dict())
+
+
+def read_sv_hists(data: Path) -> list[SvHist]:
+    """The singular-value histograms a data folder keeps (none where it has no sv_hist.csv)."""
+    if not (data / SV_HIST_FILE).is_file():
+        return []
+    rows = _read_csv(data / SV_HIST_FILE, {"arm": "str", "seed": "str", "artifact": "str", "file": "str"})
+    return [SvHist(row["arm"], row["seed"], row["artifact"], (data / SV_HIST_DIR / row["file"]).read_bytes())
+            for _, row in rows.iterrows()]
 
 
 def curves_path(data: Path) -> Path:

@@ -34,12 +34,14 @@ from analysis.seeds import seed_key
 from analysis.load_runs import CURVE_COLUMNS, RunStore, numeric
 from analysis.token_gap import COLUMNS as GAP_COLUMNS
 from analysis.token_gap import load_token_logprobs, token_gap
+from lit_modules.runs import tags
 from lit_modules.runs.uri_masking import mask_password
 
 TOKEN_LOGPROBS = "token_logprobs.npz"
 TOKEN_GAP_COLUMNS = ("arm", "reference", "seed", "note", *GAP_COLUMNS)
 PARENT_TAGS = ("ablation.",)
 PARENT_PARAMS = ("arms", "seeds", "overrides", "ablation.baseline")
+KEPT_DIR = "restored"  # a restored grid's parent: the export's tables that no run holds (sweeps/evidence/restore.py)
 CURVE_DTYPES = {"run_id": "str", "key": "str", "step": "int64", "tokens_seen": "float64", "value": "float64"}
 
 
@@ -65,9 +67,30 @@ def load_ablation(store: RunStore, parent: Run) -> Ablation:
     finetunes = slim_runs(store.runs_frame(store.finetunes_of(finished_ids)))
     ab = assemble(record, slim_runs(runs), curves, finetunes, empty_token_gaps(), [])
     claim = claim_for(ab.claim_key)
-    ab.token_gaps = token_gaps_of(ab, claim, store)
-    ab.sv_hists = sv_hists_of(ab, store)
+    kept_gaps, kept_hists = kept_tables(store, parent.info.run_id)
+    order = {arm: i for i, arm in enumerate(ab.arms)}
+    gaps = [g for g in (kept_gaps, token_gaps_of(ab, claim, store, skip=set(kept_gaps["arm"]))) if not g.empty]
+    ab.token_gaps = pd.concat(gaps, ignore_index=True).sort_values("arm", key=lambda a: a.map(order), kind="stable") \
+        .reset_index(drop=True).astype(empty_token_gaps().dtypes.to_dict()) if gaps else empty_token_gaps()
+    hists = kept_hists + sv_hists_of(ab, store, skip={h.arm for h in kept_hists})
+    ab.sv_hists = sorted(hists, key=lambda h: order.get(h.arm, len(order)))
     return ab
+
+
+def kept_tables(store: RunStore, parent_run_id: str) -> tuple[pd.DataFrame, list[SvHist]]:
+    """The token-gap rows and histograms a grid restored from an export keeps on its parent (KEPT_DIR): its
+    restored runs have no artifacts to compute them from again, so an arm found there is taken as it was."""
+    from analysis.results_data import SV_HIST_DIR, SV_HIST_FILE, TOKEN_GAPS_FILE, read_sv_hists, read_token_gaps
+
+    names = {p.rsplit("/", 1)[-1] for p in store.list_files(parent_run_id, KEPT_DIR)}
+    if TOKEN_GAPS_FILE not in names:
+        return empty_token_gaps(), []
+    data = store.download_artifact(parent_run_id, f"{KEPT_DIR}/{TOKEN_GAPS_FILE}").parent
+    if SV_HIST_FILE in names:
+        store.download_artifact(parent_run_id, f"{KEPT_DIR}/{SV_HIST_FILE}")
+        for path in store.list_files(parent_run_id, f"{KEPT_DIR}/{SV_HIST_DIR}"):
+            store.download_artifact(parent_run_id, path)
+    return read_token_gaps(data), read_sv_hists(data)
 
 
 def parent_record(parent: Run, source: str) -> ParentRecord:
@@ -94,18 +117,22 @@ def _with_seconds_per_token(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.Data
     per_step = numeric(runs["params.budget.tokens_per_step"]) if "params.budget.tokens_per_step" in runs \
         else pd.Series(float("nan"), index=runs.index)
     by_run = dict(tuple(curves.groupby("run_id"))) if not curves.empty else {}
-    values = [seconds_per_token(by_run[r], float(t)) if r in by_run else float("nan")
-              for r, t in zip(runs["run_id"], per_step)]
-    return runs.assign(**{SECONDS_PER_TOKEN: pd.Series(values, index=runs.index, dtype="float64")})
+    values = pd.Series([seconds_per_token(by_run[r], float(t)) if r in by_run else float("nan")
+                        for r, t in zip(runs["run_id"], per_step)], index=runs.index, dtype="float64")
+    # A run restored from an export has no throughput logs: the export's number for it travels as a tag.
+    restored = f"tags.{tags.RESTORED_SECONDS_PER_TOKEN}"
+    if restored in runs:
+        values = values.fillna(numeric(runs[restored]))
+    return runs.assign(**{SECONDS_PER_TOKEN: values})
 
 
-def token_gaps_of(ab: Ablation, claim: Claim, store: RunStore) -> pd.DataFrame:
-    """Per arm, on the first seed where both it and its reference saved per-token log-probabilities: the
-    token-gap table by difficulty decile (or a note why the two could not be compared)."""
+def token_gaps_of(ab: Ablation, claim: Claim, store: RunStore, skip: set[str] = frozenset()) -> pd.DataFrame:
+    """Per arm (but those in `skip`), on the first seed where both it and its reference saved per-token
+    log-probabilities: the token-gap table by difficulty decile (or a note why the two could not be compared)."""
     pieces = []
     for arm in ab.arms:
         reference = reference_of(ab, claim, arm)
-        if arm == reference:
+        if arm == reference or arm in skip:
             continue
         arm_ids, ref_ids = ab.run_ids(arm), ab.run_ids(reference)
         for seed in sorted(set(arm_ids) & set(ref_ids), key=seed_key):
@@ -138,14 +165,15 @@ def _token_logprobs(store: RunStore, run_id: str):
         return None
 
 
-def sv_hists_of(ab: Ablation, store: RunStore) -> list[SvHist]:
-    """The runs' own singular-value histograms (diagnostic `sv_hist`), last step, first seed per arm."""
+def sv_hists_of(ab: Ablation, store: RunStore, skip: set[str] = frozenset()) -> list[SvHist]:
+    """The runs' own singular-value histograms (diagnostic `sv_hist`), last step, first seed per arm (but the
+    arms in `skip`)."""
     if not any(c.startswith("metrics.diag/gmcn/") for c in ab.finished.columns):
         return []
     found_hists = []
     for arm in ab.arms:
         ids = ab.run_ids(arm)
-        if not ids:
+        if not ids or arm in skip:
             continue
         seed = sorted(ids, key=seed_key)[0]
         found = sorted(p for p in store.list_files(ids[seed], "diagnostics")

@@ -13,6 +13,10 @@ CONFIG_HASH = "config_hash"  # lit_modules.config.identity.identity_of + repro.c
 CHECKPOINT_DIR = "checkpoint_dir"  # where last.ckpt, its checksum, config.json and the owner lock live
 END_REASON = "end_reason"
 RESUMED = "resumed"
+# A run written into a store from a committed export (sweeps.evidence.restore): the exported run it stands for,
+# and its measured seconds per token (the export keeps that number, not the throughput logs it came from).
+RESTORED_FROM = "restored.run_id"
+RESTORED_SECONDS_PER_TOKEN = "restored.seconds_per_token"
 
 # Ablation grids (sweeps.ablate): the parent has ABLATION_ROLE = PARENT_ROLE; cells carry name, arm, claim.
 ABLATION_NAME = "ablation.name"

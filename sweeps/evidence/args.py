@@ -1,7 +1,11 @@
 """The words of `python -m sweeps.evidence` (`make evidence`), read into EvidenceArgs before anything loads.
 
     python -m sweeps.evidence [papers=wisca,pc_layer,...] [stages=headline,below,scale] [workers=N] [runs_dir=runs]
-                              [results_dir=results] [ledger=RESULTS.md] [finetune.<field>=value] [run overrides]
+                              [results_dir=results] [ledger=RESULTS.md] [export_only=true]
+                              [finetune.<field>=value] [run overrides]
+
+`export_only=true` runs no cell: it exports each paper's grid as the store holds it (a stopped call's finished
+cells, to be committed before the machine is given up; the next call restores them from the export).
 
 Every word that is none of these is a run override for every cell (`dry_run=true` among them: compose and
 validate every cell, run nothing).
@@ -13,7 +17,7 @@ import os
 from dataclasses import dataclass, field, fields
 
 from lit_modules.config import files
-from lit_modules.config.arguments import HYDRA, NAMES, POSITIVE_INT, Arg, Prefix, Verb, parse_words
+from lit_modules.config.arguments import FLAG, HYDRA, NAMES, POSITIVE_INT, Arg, Prefix, Verb, parse_words
 from lit_modules.config.errors import ConfigError
 from lit_modules.config.finetune_recipe import FinetuneRecipe
 from sweeps.evidence.protocol_file import known_papers
@@ -30,6 +34,7 @@ class EvidenceArgs:
     runs_dir: str = "runs"
     results_dir: str = "results"
     ledger: str = str(REPO / "RESULTS.md")
+    export_only: bool = False
     recipe_overrides: dict[str, str] = field(default_factory=dict)  # finetune.<field>=value
     overrides: list[str] = field(default_factory=list)  # run overrides for every cell
 
@@ -43,6 +48,7 @@ VERB = Verb(
         "runs_dir": Arg(default="runs", forward=True),  # every cell writes there too
         "results_dir": Arg(default="results"),
         "ledger": Arg(default=str(REPO / "RESULTS.md")),
+        "export_only": Arg(FLAG, default=False),
     },
     aliases={"PAPERS": "papers", "STAGES": "stages"},
     prefixes={"finetune.": Prefix(tuple(f.name for f in fields(FinetuneRecipe)), "recipe field")},
@@ -57,6 +63,7 @@ def parse_args(argv: list[str]) -> EvidenceArgs:
         raise ConfigError(f"stages= names {', '.join(unknown)}; the stages are {', '.join(STAGES)}.")
     return EvidenceArgs(papers=words["papers"] or known_papers(), stages=list(words["stages"]), workers=words["workers"],
                         runs_dir=words["runs_dir"], results_dir=words["results_dir"], ledger=words["ledger"],
+                        export_only=bool(words["export_only"]),
                         recipe_overrides=words.prefixed["finetune."], overrides=words.rest)
 
 

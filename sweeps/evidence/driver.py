@@ -58,8 +58,14 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
 
     declared = declared_checks(spec)  # hashed before any cell runs
     clock = WallClock(args.runs_dir, spec.paper)
+    folder = Path(args.results_dir) / spec.paper
+    restore(spec, args, folder, declared, clock)
     started = time.time()
     before = finished_work(spec, args.runs_dir)
+    if args.export_only and before == (0, 0, 0):
+        print(f"error: export_only=true: the store in {args.runs_dir} holds no finished cell of {spec.preset}, so "
+              f"there is nothing to export ({folder} is left as it is).", file=sys.stderr)
+        return 2
     if before == (0, 0, 0):
         clock.reset()  # a grid with nothing finished: earlier calls' time measured nothing that is kept
     tuning = f" (and {spec.cells_to_tune()} tuning cells)" if spec.lr_tuning else ""
@@ -68,7 +74,7 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     chosen: dict[str, float] = {}
     chosen_ft: dict[str, float] = {}
     try:
-        failed = run_stages(spec, args, run_together, chosen, chosen_ft)
+        failed = 0 if args.export_only else run_stages(spec, args, run_together, chosen, chosen_ft)
     except Stopped as stop:
         return stop.code
     finally:
@@ -80,7 +86,6 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     from analysis.report import exploratory_lines, export_results
 
     store = RunStore(args.runs_dir)
-    folder = Path(args.results_dir) / spec.paper
     earlier = read_provenance(folder)
     work = list(finished_work(spec, args.runs_dir))
     # A record covers the work it was exported with: a call that finished cells, or that finds cells an earlier
@@ -99,6 +104,24 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     for line in exploratory_lines(folder):  # a primary check that is not evidence yet says so here too
         print(f"[{spec.paper}] {line}", flush=True)
     return 1 if failed else 0
+
+
+def restore(spec: EvidenceSpec, args: EvidenceArgs, folder: Path, declared: dict, clock: WallClock) -> None:
+    """Seed the store from the paper's committed export of this declaration (sweeps/evidence/restore.py): the
+    cells a call on another machine, or before a fresh clone, finished are not run again, and the record's
+    wall time goes on from the export's."""
+    from lit_modules.config.composition import compose_run_config
+    from sweeps.evidence.restore import restore_export
+
+    experiment = compose_run_config([f"experiment={spec.preset}"]).logger.experiment
+    restored = restore_export(spec.preset, args.runs_dir, folder, declared["checks_sha256"], experiment)
+    if restored is None:
+        return
+    if clock.total() == 0.0:
+        clock.add(restored.wall_time_s)
+    finetunes = f" and {restored.finetunes} fine-tunes" if restored.finetunes else ""
+    print(f"[{spec.paper}] restored {restored.runs} runs{finetunes} from {folder / 'data'} (the committed export of "
+          "this declaration) into the store: their cells are not run again", flush=True)
 
 
 def next_record(earlier: dict | None, declared: dict, fresh: dict | None, choices: dict[str, dict | None]) -> dict:
