@@ -11,7 +11,6 @@ from mlflow.tracking import MlflowClient
 
 from analysis.ablation import Ablation, SvHist, assemble
 from analysis.load_runs import RunStore
-from analysis.report import render_report
 from analysis.results_data import exported, read_results_data, write_results_data
 from analysis.store_ablation import load_ablation
 from lit_modules.runs import tags
@@ -62,7 +61,7 @@ def _comparable(frame: pd.DataFrame, ids: dict[str, str], id_columns=("run_id",)
 def test_a_restored_export_is_exported_again_as_it_was(tmp_path: Path) -> None:
     """small_init's baseline and baseline+eps+gate arms (two KILLED runs among them, token-gap rows) and
     a histogram: restored into an empty store, the next export holds the same runs (times, params, tags, final
-    metrics, seconds per token), the same curves and tables, and renders the same verdicts."""
+    metrics, seconds per token), the same curves and the same tables."""
     arms = ["baseline", "baseline_eps_gate"]
     want = _part_of("small_init", arms, tmp_path / "export", sv_hist_arm="baseline_eps_gate")
     assert (want.runs["status"] == "KILLED").sum() == 2 and not want.token_gaps.empty
@@ -88,11 +87,7 @@ def test_a_restored_export_is_exported_again_as_it_was(tmp_path: Path) -> None:
     parent = find_parent(client, preset, kinds=(ABLATION,))
     finished = want.runs.loc[want.runs["status"] == "FINISHED", f"tags.{tags.CONFIG_HASH}"]
     assert finished_hashes(client, parent.info.run_id) == set(finished)
-    # The report's tables from the restored store are the export's own.
-    for ab, out in ((want, tmp_path / "from_export"), (got, tmp_path / "from_store")):
-        render_report(ab, out)
-    for table in ("verdicts.csv", "effects.csv", "overhead.csv", "seed_noise.csv"):
-        assert (tmp_path / "from_store" / table).read_bytes() == (tmp_path / "from_export" / table).read_bytes()
+    # (A report reads nothing else of these; the slow test below compares the verdicts a restored export renders.)
 
     # Restoring again writes nothing: every exported run is there already.
     assert restore_export(preset, runs_dir, tmp_path / "export", CHECKS, experiment="runs") is None
