@@ -110,11 +110,15 @@ def restore(spec: EvidenceSpec, args: EvidenceArgs, folder: Path, declared: dict
     """Seed the store from the paper's committed export of this declaration (sweeps/evidence/restore.py): the
     cells a call on another machine, or before a fresh clone, finished are not run again, and the record's
     wall time goes on from the export's."""
+    from analysis.claims import is_finetune_tuning_base
     from lit_modules.config.composition import compose_run_config
     from sweeps.evidence.restore import restore_export
 
     experiment = compose_run_config([f"experiment={spec.preset}"]).logger.experiment
-    restored = restore_export(spec.preset, args.runs_dir, folder, declared["checks_sha256"], experiment)
+    # Every stage's test arms and the fine-tune tuning bases are fine-tuned under a `finetune` recipe.
+    tested = {a for b in load_spec(spec.paper).blocks for a in b.arms} if spec.finetune else set()
+    restored = restore_export(spec.preset, args.runs_dir, folder, declared["checks_sha256"], experiment,
+                              fine_tuned=lambda arm: arm in tested or is_finetune_tuning_base(arm))
     if restored is None:
         return
     if clock.total() == 0.0:

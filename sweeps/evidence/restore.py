@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,11 +47,13 @@ class Restored:
 
 
 def restore_export(preset: str, runs_dir: str, folder: str | Path, checks_sha256: str,
-                   experiment: str | None = None) -> Restored | None:
+                   experiment: str | None = None, fine_tuned: Callable[[str], bool] = lambda arm: False) -> Restored | None:
     """Write the committed export in `folder` into the store's grid of `preset`: every exported run the store
     lacks (none of its runs is it or stands for it, and no FINISHED run there has its config hash). None when
     nothing was restored: no export, or one of another declaration. `experiment`: the MLflow experiment a
-    fresh parent opens in (the preset's `logger.experiment`)."""
+    fresh parent opens in (the preset's `logger.experiment`). `fine_tuned(arm)`: whether the protocol fine-tunes
+    the arm's cells; such a cell without its finished fine-tune in the export is not restored, since a fine-tune
+    starts from the base's checkpoint, which no export holds: the cell runs again and is fine-tuned then."""
     folder = Path(folder)
     record = read_provenance(folder)
     if not (folder / DATA_DIR / PARENT_FILE).is_file() or record is None \
@@ -60,7 +63,11 @@ def restore_export(preset: str, runs_dir: str, folder: str | Path, checks_sha256
     client = open_client(tracking_uri(None, runs_dir))
     parent, opened = _parent(client, preset, ab, runs_dir, experiment or preset)
     known = _known_runs(client, parent)
-    todo = ab.runs[[not _is_known(row, known) for _, row in ab.runs.iterrows()]]
+    based = set(ab.finetunes.loc[ab.finetunes["status"] == "FINISHED", f"tags.{tags.FINETUNE_BASE}"]) \
+        if not ab.finetunes.empty else set()
+    todo = ab.runs[[not _is_known(row, known) and not (row["status"] == "FINISHED" and fine_tuned(row["arm"])
+                                                        and row["run_id"] not in based)
+                    for _, row in ab.runs.iterrows()]]
     if todo.empty:
         if opened:
             client.delete_run(parent.info.run_id)  # nothing to restore into it: leave the store as it was
