@@ -145,7 +145,8 @@ def assemble(parent: ParentRecord, runs: pd.DataFrame, curves: pd.DataFrame, fin
 
 
 def slim_runs(frame: pd.DataFrame) -> pd.DataFrame:
-    """The columns of a runs frame a report reads (RUN_COLUMNS, KEEP_*, derived.*), in their order."""
+    """The columns of a runs frame a report reads (RUN_COLUMNS, KEEP_*, derived.*): RUN_COLUMNS in their order,
+    then params.*, tags.*, metrics.* and derived.* each by name."""
     def kept(col: str) -> bool:
         kind, _, key = col.partition(".")
         wanted = {"params": KEEP_PARAMS, "tags": KEEP_TAGS, "metrics": KEEP_METRICS}.get(kind)
@@ -153,7 +154,12 @@ def slim_runs(frame: pd.DataFrame) -> pd.DataFrame:
             return True
         return wanted is not None and any(key == w or (w[-1] in "./" and key.startswith(w)) for w in wanted)
 
-    return typed_runs(frame[[c for c in frame.columns if kept(c)]].reset_index(drop=True))
+    # Within params, tags and metrics by name: the store's order is its rows' first-seen keys, which differ
+    # between a store that ran the runs and one they were restored into (sweeps/evidence/restore.py).
+    kinds = {"params": 1, "tags": 2, "metrics": 3}
+    columns = sorted((c for c in frame.columns if kept(c)), key=lambda c: (
+        (0, RUN_COLUMNS.index(c), "") if c in RUN_COLUMNS else (kinds.get(c.partition(".")[0], 4), 0, c)))
+    return typed_runs(frame[columns].reset_index(drop=True))
 
 
 def typed_runs(frame: pd.DataFrame) -> pd.DataFrame:

@@ -12,6 +12,7 @@ token) and are dropped. Nothing later needs the store, so the same object can be
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -64,8 +65,10 @@ def load_ablation(store: RunStore, parent: Run) -> Ablation:
     curves = store.curves(runs[runs["run_id"].isin(finished_ids)], keys=CURVE_KEYS, prefixes=CURVE_PREFIXES)
     runs = _with_seconds_per_token(runs, curves)
     curves = typed_curves(curves[~curves["key"].isin(PERF_KEYS)])
-    finetunes = slim_runs(store.runs_frame(store.finetunes_of(finished_ids)))
-    ab = assemble(record, slim_runs(runs), curves, finetunes, empty_token_gaps(), [])
+    finetunes = store.runs_frame(store.finetunes_of(finished_ids))
+    runs, curves, finetunes = as_first_exported(runs, curves, finetunes, parent)
+    record = replace(record, run_id=parent.data.tags.get(tags.RESTORED_FROM, record.run_id))
+    ab = assemble(record, slim_runs(runs), curves, slim_runs(finetunes), empty_token_gaps(), [])
     claim = claim_for(ab.claim_key)
     kept_gaps, kept_hists = kept_tables(store, parent.info.run_id)
     order = {arm: i for i, arm in enumerate(ab.arms)}
@@ -75,6 +78,29 @@ def load_ablation(store: RunStore, parent: Run) -> Ablation:
     hists = kept_hists + sv_hists_of(ab, store, skip={h.arm for h in kept_hists})
     ab.sv_hists = sorted(hists, key=lambda h: order.get(h.arm, len(order)))
     return ab
+
+
+def as_first_exported(runs: pd.DataFrame, curves: pd.DataFrame, finetunes: pd.DataFrame,
+                      parent: Run) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The frames with each run (and the parent) restored from an export (sweeps/evidence/restore.py) under the
+    id it was exported with (tag RESTORED_FROM): a protocol resumed over several sessions keeps its committed
+    rows as they were."""
+    column = f"tags.{tags.RESTORED_FROM}"
+    first = {parent.info.run_id: parent.data.tags[tags.RESTORED_FROM]} if tags.RESTORED_FROM in parent.data.tags \
+        else {}
+    for frame in (runs, finetunes):
+        if column in frame:
+            rows = frame[frame[column].notna()]
+            first.update(zip(rows["run_id"], rows[column]))
+    if not first:
+        return runs, curves, finetunes
+
+    def renamed(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+        return frame.assign(**{c: frame[c].map(lambda i: first.get(i, i)) for c in columns if c in frame})
+
+    return (renamed(runs, ("run_id",)), renamed(curves, ("run_id",)),
+            renamed(finetunes, ("run_id", f"tags.{tags.FINETUNE_BASE}", f"tags.{tags.FINETUNE_GRID_PARENT}",
+                                "parent_run_id")))
 
 
 def kept_tables(store: RunStore, parent_run_id: str) -> tuple[pd.DataFrame, list[SvHist]]:

@@ -62,7 +62,30 @@ def _finetune_one(job: tuple[str, FinetuneRecipe], runs_dir: str) -> str:
 
 
 def run_finetunes(jobs: list[tuple[str, FinetuneRecipe]], runs_dir: str, workers: int) -> int:
-    return each_in_workers(partial(_finetune_one, runs_dir=runs_dir), jobs, workers, "fine-tune of")
+    jobs, refused = with_checkpoints(jobs, runs_dir, "fine-tune")
+    return refused + each_in_workers(partial(_finetune_one, runs_dir=runs_dir), jobs, workers, "fine-tune of")
+
+
+def with_checkpoints(items: list, runs_dir: str, what: str) -> tuple[list, int]:
+    """The items (a run id, or a tuple whose first entry is one) whose run this store trained, and the count of
+    the others: runs restored from the committed export (sweeps/evidence/restore.py), which holds no
+    checkpoint to start a `what` from; each is said in one line and counts as failed."""
+    from mlflow.tracking import MlflowClient
+
+    from lit_modules.tracking.store import tracking_uri
+
+    client = MlflowClient(tracking_uri(None, runs_dir))
+    kept, refused = [], 0
+    for item in items:
+        run_id = item[0] if isinstance(item, tuple) else item
+        run = client.get_run(run_id)
+        if tags.RESTORED_FROM not in run.data.tags:
+            kept.append(item)
+            continue
+        refused += 1
+        print(f"  {what} of {run.info.run_name} refused: the run was restored from the committed export, which "
+              "keeps no checkpoint (a stage's pre-training and its fine-tunes run on one machine)", file=sys.stderr)
+    return kept, refused
 
 
 def tune_finetune_rates(spec: EvidenceSpec, args: EvidenceArgs, workers: int, recipe: FinetuneRecipe,
@@ -168,5 +191,6 @@ def evaluate_finetunes(spec: EvidenceSpec, args: EvidenceArgs, workers: int, rec
     todo, done = finetunes_to_score(client, spec, recipe_of)
     print(f"[{spec.paper}] scoring {len(todo)} of {len(todo) + done} fine-tuned models zero-shot on "
           f"{', '.join(spec.finetune_eval)} ({workers} workers x 1 thread)", flush=True)
-    return each_in_workers(partial(_evaluate_one, tasks=spec.finetune_eval, runs_dir=args.runs_dir), todo, workers,
-                           "scoring")
+    todo, refused = with_checkpoints(todo, args.runs_dir, "scoring")
+    return refused + each_in_workers(partial(_evaluate_one, tasks=spec.finetune_eval, runs_dir=args.runs_dir), todo,
+                                     workers, "scoring")

@@ -59,7 +59,7 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     declared = declared_checks(spec)  # hashed before any cell runs
     clock = WallClock(args.runs_dir, spec.paper)
     folder = Path(args.results_dir) / spec.paper
-    restore(spec, args, folder, declared, clock)
+    restored = restore(spec, args, folder, declared, clock)
     started = time.time()
     before = finished_work(spec, args.runs_dir)
     if args.export_only and before == (0, 0, 0):
@@ -90,14 +90,14 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     work = list(finished_work(spec, args.runs_dir))
     # A record covers the work it was exported with: a call that finished cells, or that finds cells an earlier
     # call finished but never exported (it crashed after them), writes a fresh one. Its wall time is every
-    # call's that ran cells of this grid.
-    measured = earlier is None or earlier.get(COVERED) != work
+    # call's that ran cells of this grid. What restore brought back is the export's own work.
+    measured = earlier is None or (earlier.get(COVERED) != work and not (restored and tuple(work) == before))
     fresh = {**provenance_record(command, clock.total(), args.workers or default_workers(), threads_per_worker=1),
              COVERED: work} if measured else None
     provenance = next_record(earlier, declared, fresh, {
         "lr_tuning_chosen": chosen if spec.lr_tuning else None,
         "rate_of_chosen": control_rates(spec, chosen) or None,
-        "finetune_lr_tuning_chosen": chosen_ft if spec.finetune_lr_tuning else None})
+        "finetune_lr_tuning_chosen": chosen_ft if spec.finetune_lr_tuning else None}) | {COVERED: work}
     out = export_results(store.resolve(spec.preset).info.run_id, folder,
                          runs_dir=args.runs_dir, store=store, provenance=provenance)
     print(f"[{spec.paper}] report: {out} ({wall / 60:.1f} min)", flush=True)
@@ -106,26 +106,22 @@ def run_paper(spec: EvidenceSpec, args: EvidenceArgs, command: str) -> int:
     return 1 if failed else 0
 
 
-def restore(spec: EvidenceSpec, args: EvidenceArgs, folder: Path, declared: dict, clock: WallClock) -> None:
+def restore(spec: EvidenceSpec, args: EvidenceArgs, folder: Path, declared: dict, clock: WallClock) -> bool:
     """Seed the store from the paper's committed export of this declaration (sweeps/evidence/restore.py): the
     cells a call on another machine, or before a fresh clone, finished are not run again, and the record's
-    wall time goes on from the export's."""
-    from analysis.claims import is_finetune_tuning_base
+    wall time goes on from the export's. True when it restored anything."""
     from lit_modules.config.composition import compose_run_config
     from sweeps.evidence.restore import restore_export
 
     experiment = compose_run_config([f"experiment={spec.preset}"]).logger.experiment
-    # Every stage's test arms and the fine-tune tuning bases are fine-tuned under a `finetune` recipe.
-    tested = {a for b in load_spec(spec.paper).blocks for a in b.arms} if spec.finetune else set()
-    restored = restore_export(spec.preset, args.runs_dir, folder, declared["checks_sha256"], experiment,
-                              fine_tuned=lambda arm: arm in tested or is_finetune_tuning_base(arm))
+    restored = restore_export(spec.preset, args.runs_dir, folder, declared["checks_sha256"], experiment)
     if restored is None:
-        return
-    if clock.total() == 0.0:
-        clock.add(restored.wall_time_s)
+        return False
+    clock.add(max(0.0, restored.wall_time_s - clock.total()))  # the export's calls ran on another store
     finetunes = f" and {restored.finetunes} fine-tunes" if restored.finetunes else ""
     print(f"[{spec.paper}] restored {restored.runs} runs{finetunes} from {folder / 'data'} (the committed export of "
           "this declaration) into the store: their cells are not run again", flush=True)
+    return True
 
 
 def next_record(earlier: dict | None, declared: dict, fresh: dict | None, choices: dict[str, dict | None]) -> dict:

@@ -7,17 +7,21 @@ The store (`runs/`) lives on one machine and the export (`results/<paper>/data/`
 that takes several sessions, or a fresh clone, finds its finished cells again only in the export. Each exported
 run is written back as a run of the preset's grid, with its status, times, the params and tags the export kept,
 its final metrics and its exported curves: the tuning loop reads its losses, the ablation skips its cell (by its
-config hash), and the next export writes it as it was (a new run id; tag RESTORED_FROM names the exported one).
+config hash), and the next export writes it as it was, under the id it was exported with (tag RESTORED_FROM; the
+store gives it a new one), so a protocol's committed rows stay as they were from session to session.
 Only an export of the same declaration (its `checks_sha256`) is restored: another protocol's cells are not this
 one's. What the export keeps that no run holds (the token-gap table, the singular-value histograms: the runs'
 artifacts are not exported) goes onto the parent run (KEPT_DIR), where the next export reads it.
+
+A fine-tune starts from its base's checkpoint, which no export holds: the fine-tune stage refuses a restored
+base that still needs one (sweeps/finetune_stage.py), so a paper's pre-training and fine-tunes of one stage run
+on one machine.
 """
 
 from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +41,7 @@ from lit_modules.tracking.store import get_or_create_experiment, open_client, tr
 
 BATCH = 1000  # MLflow's limit on metrics (and on all entries) in one log_batch
 PARAM_BATCH = 100
+ENDED = ("FINISHED", "FAILED", "KILLED")
 
 
 @dataclass(frozen=True)
@@ -47,13 +52,11 @@ class Restored:
 
 
 def restore_export(preset: str, runs_dir: str, folder: str | Path, checks_sha256: str,
-                   experiment: str | None = None, fine_tuned: Callable[[str], bool] = lambda arm: False) -> Restored | None:
-    """Write the committed export in `folder` into the store's grid of `preset`: every exported run the store
-    lacks (none of its runs is it or stands for it, and no FINISHED run there has its config hash). None when
-    nothing was restored: no export, or one of another declaration. `experiment`: the MLflow experiment a
-    fresh parent opens in (the preset's `logger.experiment`). `fine_tuned(arm)`: whether the protocol fine-tunes
-    the arm's cells; such a cell without its finished fine-tune in the export is not restored, since a fine-tune
-    starts from the base's checkpoint, which no export holds: the cell runs again and is fine-tuned then."""
+                   experiment: str | None = None) -> Restored | None:
+    """Write the committed export in `folder` into the store's grid of `preset`: every exported run (and
+    fine-tune) the store lacks: none of its runs is it or stands for it, and, for a cell, no FINISHED run there
+    has its config hash. None when nothing was restored: no export, one of another declaration, or a store that
+    has it all. `experiment`: the MLflow experiment a fresh parent opens in (the preset's `logger.experiment`)."""
     folder = Path(folder)
     record = read_provenance(folder)
     if not (folder / DATA_DIR / PARENT_FILE).is_file() or record is None \
@@ -62,31 +65,29 @@ def restore_export(preset: str, runs_dir: str, folder: str | Path, checks_sha256
     ab = read_results_data(folder)
     client = open_client(tracking_uri(None, runs_dir))
     parent, opened = _parent(client, preset, ab, runs_dir, experiment or preset)
-    known = _known_runs(client, parent)
-    based = set(ab.finetunes.loc[ab.finetunes["status"] == "FINISHED", f"tags.{tags.FINETUNE_BASE}"]) \
-        if not ab.finetunes.empty else set()
-    todo = ab.runs[[not _is_known(row, known) and not (row["status"] == "FINISHED" and fine_tuned(row["arm"])
-                                                        and row["run_id"] not in based)
+    store_id, done = _known_runs(client, parent)
+    todo = ab.runs[[row["run_id"] not in store_id
+                    and not (row["status"] == "FINISHED" and row.get(f"tags.{tags.CONFIG_HASH}") in done)
                     for _, row in ab.runs.iterrows()]]
-    if todo.empty:
+    curves = dict(tuple(ab.curves.groupby("run_id"))) if not ab.curves.empty else {}
+    for _, row in todo.iterrows():
+        store_id[row["run_id"]] = _restore_run(client, parent, row, curves.get(row["run_id"]),
+                                               {tags.PARENT: parent.info.run_id})
+    finetunes = 0
+    for _, row in ab.finetunes.iterrows():
+        base = store_id.get(row.get(f"tags.{tags.FINETUNE_BASE}"))
+        if base is not None and row["run_id"] not in store_id:
+            store_id[row["run_id"]] = _restore_run(client, parent, row, None, {
+                tags.PARENT: base, tags.FINETUNE_BASE: base, tags.FINETUNE_GRID_PARENT: parent.info.run_id})
+            finetunes += 1
+    if todo.empty and not finetunes:
         if opened:
             client.delete_run(parent.info.run_id)  # nothing to restore into it: leave the store as it was
         return None
-    curves = dict(tuple(ab.curves.groupby("run_id"))) if not ab.curves.empty else {}
-    new_ids = {row["run_id"]: _restore_run(client, parent, row, curves.get(row["run_id"]), {
-        tags.PARENT: parent.info.run_id}) for _, row in todo.iterrows()}
-    finetunes = 0
-    for _, row in ab.finetunes.iterrows():
-        base = row.get(f"tags.{tags.FINETUNE_BASE}")
-        if base in new_ids:
-            _restore_run(client, parent, row, None, {tags.PARENT: new_ids[base], tags.FINETUNE_BASE: new_ids[base],
-                                                     tags.FINETUNE_GRID_PARENT: parent.info.run_id})
-            finetunes += 1
-    if opened:
-        _keep_tables(client, parent.info.run_id, ab)
-        if ab.parent.status in ("FINISHED", "FAILED", "KILLED"):
-            client.set_terminated(parent.info.run_id, status=ab.parent.status)
-    return Restored(len(new_ids), finetunes, float(record.get("wall_time_s") or 0.0))
+    _keep_tables(client, parent.info.run_id, ab)
+    if opened and ab.parent.status in ENDED:
+        client.set_terminated(parent.info.run_id, status=ab.parent.status)
+    return Restored(len(todo), finetunes, float(record.get("wall_time_s") or 0.0))
 
 
 def _parent(client: MlflowClient, preset: str, ab: Ablation, runs_dir: str, experiment: str) -> tuple[Run, bool]:
@@ -95,24 +96,25 @@ def _parent(client: MlflowClient, preset: str, ab: Ablation, runs_dir: str, expe
     if found is not None:
         return found, False
     experiment_id = get_or_create_experiment(client, experiment, runs_dir)
-    run_id, _ = find_or_open_parent(client, experiment_id, parent_filter(ABLATION, preset), ab.parent.run_name,
-                                    {**ab.parent.tags, **parent_tags(ABLATION, preset)}, ab.parent.params)
+    run_id, _ = find_or_open_parent(client, experiment_id, parent_filter(ABLATION, preset), ab.parent.run_name, {
+        **ab.parent.tags, **parent_tags(ABLATION, preset), tags.RESTORED_FROM: ab.parent.run_id}, ab.parent.params)
     return client.get_run(run_id), True
 
 
-def _known_runs(client: MlflowClient, parent: Run) -> tuple[set[str], set[str]]:
-    """(run ids a restore must not write again: the grid's own and those it restored; config hashes FINISHED)."""
-    runs = client.search_runs([parent.info.experiment_id], filter_string=children_filter(parent.info.run_id),
-                              max_results=50_000)
-    ids = {r.info.run_id for r in runs} | {r.data.tags[tags.RESTORED_FROM] for r in runs
-                                           if tags.RESTORED_FROM in r.data.tags}
-    done = {r.data.tags.get(tags.CONFIG_HASH) for r in runs if r.info.status == "FINISHED"}
-    return ids, done - {None}
-
-
-def _is_known(row: pd.Series, known: tuple[set[str], set[str]]) -> bool:
-    ids, done = known
-    return row["run_id"] in ids or (row["status"] == "FINISHED" and row.get(f"tags.{tags.CONFIG_HASH}") in done)
+def _known_runs(client: MlflowClient, parent: Run) -> tuple[dict[str, str], set[str]]:
+    """(exported or store run id -> the store's run id, for the grid's runs and fine-tunes: a restored run under
+    the id it stands for too; the config hashes of the grid's FINISHED cells)."""
+    experiment = [parent.info.experiment_id]
+    cells = client.search_runs(experiment, filter_string=children_filter(parent.info.run_id), max_results=50_000)
+    finetunes = client.search_runs(experiment, max_results=50_000, filter_string=(
+        f"tags.`{tags.FINETUNE_GRID_PARENT}` = '{parent.info.run_id}'"))
+    store_id = {}
+    for run in cells + finetunes:
+        store_id[run.info.run_id] = run.info.run_id
+        if tags.RESTORED_FROM in run.data.tags:
+            store_id[run.data.tags[tags.RESTORED_FROM]] = run.info.run_id
+    done = {r.data.tags.get(tags.CONFIG_HASH) for r in cells if r.info.status == "FINISHED"}
+    return store_id, done - {None}
 
 
 def _restore_run(client: MlflowClient, parent: Run, row: pd.Series, curves: pd.DataFrame | None,
@@ -130,22 +132,22 @@ def _restore_run(client: MlflowClient, parent: Run, row: pd.Series, curves: pd.D
     params = [Param(c.removeprefix("params."), str(v)) for c, v in row.items() if c.startswith("params.") and _present(v)]
     for i in range(0, len(params), PARAM_BATCH):
         client.log_batch(run_id, params=params[i:i + PARAM_BATCH])
-    metrics = _metrics(row, curves, start or 0, end or start or 0)
-    for i in range(0, len(metrics), BATCH):
+    for i in range(0, len(metrics := _metrics(row, curves, start or 0)), BATCH):
         client.log_batch(run_id, metrics=metrics[i:i + BATCH])
-    client.set_terminated(run_id, status=str(row["status"]), end_time=end)
+    if row["status"] in ENDED:  # a run exported while it ran is ended by the next ablation, as a dead one
+        client.set_terminated(run_id, status=str(row["status"]), end_time=end)
     return run_id
 
 
-def _metrics(row: pd.Series, curves: pd.DataFrame | None, start: int, end: int) -> list[Metric]:
-    """The run's exported curve points, then each final value its curve does not end on (logged last, so the
-    store's latest value is the exported final one)."""
+def _metrics(row: pd.Series, curves: pd.DataFrame | None, start: int) -> list[Metric]:
+    """The run's exported curve points in their order, then each final value its curve does not end on, each
+    point a millisecond after the one before: the store's latest value of a key is the exported final one,
+    and two points at one step stay two, in their order."""
     out: list[Metric] = []
     last: dict[str, tuple[int, float]] = {}
     if curves is not None:
         for key, curve in curves.groupby("key", sort=False):
-            curve = curve.sort_values("step", kind="stable")
-            out += [Metric(key, float(v), start, int(s)) for s, v in zip(curve["step"], curve["value"])]
+            out += [Metric(key, float(v), 0, int(s)) for s, v in zip(curve["step"], curve["value"])]
             last[key] = (int(curve["step"].iloc[-1]), float(curve["value"].iloc[-1]))
     for col, value in row.items():
         if not col.startswith("metrics.") or not _present(value):
@@ -153,14 +155,14 @@ def _metrics(row: pd.Series, curves: pd.DataFrame | None, start: int, end: int) 
         key, value = col.removeprefix("metrics."), float(value)
         step, ends_on = last.get(key, (0, None))
         if ends_on is None or not (ends_on == value or (math.isnan(ends_on) and math.isnan(value))):
-            out.append(Metric(key, value, end, step))
-    return out
+            out.append(Metric(key, value, 0, step))
+    return [Metric(m.key, m.value, start + i, m.step) for i, m in enumerate(out)]
 
 
 def _keep_tables(client: MlflowClient, parent_id: str, ab: Ablation) -> None:
     """The export's token-gap table and singular-value histograms onto the parent (KEPT_DIR), in the export's
-    own file format."""
-    if ab.token_gaps.empty and not ab.sv_hists:
+    own file format, unless it holds them already."""
+    if (ab.token_gaps.empty and not ab.sv_hists) or client.list_artifacts(parent_id, KEPT_DIR):
         return
     with tempfile.TemporaryDirectory() as tmp:
         data = write_results_data(ab, tmp)
