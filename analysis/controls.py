@@ -77,8 +77,9 @@ def calibration_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     nulls = rows[(rows["role"] == NULL_ROLE) & (rows["verdict"] != TOO_FEW)]
     positives = rows[(rows["role"] == POSITIVE_ROLE) & (rows["verdict"] != TOO_FEW)]
     if nulls.empty and positives.empty:
-        return ["No protocol declares null or positive controls yet (`checks.controls`): the rule's false-positive "
-                "rate on a true null and its power on a known harm are not measured."]
+        return ["No null or positive control has been judged yet (none is declared in `checks.controls`, or their "
+                "cells have not run): the rule's false-positive rate on a true null and its power on a known harm "
+                "are not measured."]
     lines = []
     if not nulls.empty:
         k, n = int((nulls["verdict"] == EFFECT_CALLED).sum()), len(nulls)

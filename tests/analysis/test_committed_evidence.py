@@ -3,7 +3,7 @@
 both p-values printed, and a null and a positive control at every rung. A folder from an earlier revision of its
 protocol is skipped (its rerun is pending, and its header and RESULTS.md say so); so is the ladder's span in a
 partial export, one whose declared stages have not all run (the `l6` stage takes many sessions), which must say so
-in its report and in RESULTS.md."""
+in its report and in RESULTS.md; the controls of a rung whose stage is still running are checked once it ran."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from analysis.controls import (DETECTED, EFFECT_CALLED, NO_EFFECT_CALLED, NOT_DETECTED, NULL_ROLE, POSITIVE_ROLE,
                                WRONG_SIDE)
-from analysis.protocol_revision import is_superseded, pending_line
+from analysis.protocol_revision import is_superseded, pending_line, pending_stages
 from analysis.results_data import read_results_data
 from analysis.rungs import is_ladder_arm, rung_of
 from analysis.verdict import PRIMARY
@@ -95,11 +95,19 @@ def test_primary_rows_use_only_confirmatory_seeds_and_print_both_p_values(paper:
 def test_a_null_and_a_positive_control_at_every_rung(paper: str) -> None:
     folder = _current(paper)
     verdicts = pd.read_csv(folder / "verdicts.csv", keep_default_na=False)
-    confirmatory = len(json.loads((folder / "provenance.json").read_text())["confirmatory_seeds"])
-    rungs = {rung_of(a) for a in verdicts["arm"] if is_ladder_arm(a)}
+    record = json.loads((folder / "provenance.json").read_text())
+    confirmatory = len(record["confirmatory_seeds"])
+    # A stage still running (a partial export) may lack any of its cells yet: its rungs are judged once it ran.
+    pending = pending_stages(record, read_results_data(folder).runs)
+    running = {rung_of(a) for b in record["declared_seeds"] if b.get("stage", "headline") in pending
+               for a in b["arms"] if is_ladder_arm(a)}
+    rungs = {rung_of(a) for a in verdicts["arm"] if is_ladder_arm(a)} - running
+    if not rungs and pending:
+        pytest.skip(f"results/{paper}: {_pending(folder)}")
     assert rungs, "no verdict row at a ladder rung"
     for role, judged in ((NULL_ROLE, {EFFECT_CALLED, NO_EFFECT_CALLED}), (POSITIVE_ROLE, {DETECTED, NOT_DETECTED, WRONG_SIDE})):
         rows = verdicts[verdicts["role"] == role]
+        rows = rows[~rows["arm"].map(rung_of).isin(running)]
         controlled = {rung_of(a) for a in rows["arm"]}
         assert rungs <= controlled, f"{role} missing at {sorted(rungs - controlled)}"
         undecided = rows[~rows["verdict"].isin(judged) | (rows["n"].astype(int) < confirmatory)]

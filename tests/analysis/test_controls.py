@@ -54,7 +54,7 @@ def test_the_ledger_counts_false_positives_with_an_exact_interval():
     assert lines[0] == (f"- Null controls: the rule called an effect in **2 of 4** (50.0%; 95% interval "
                         f"[{low:.1%}, {high:.1%}], exact binomial), where 5% is expected.")
     assert lines[1].startswith("- Positive controls: **2 of 4 detected**; not: `other` `base_slow` (not detected)")
-    assert calibration_lines({})[0].startswith("No protocol declares null or positive controls yet")
+    assert calibration_lines({})[0].startswith("No null or positive control has been judged yet")
 
 
 def test_clopper_pearson_on_known_answers():
