@@ -96,7 +96,7 @@ class Ablation:
     finished: pd.DataFrame  # one FINISHED run per (arm, seed)
     curves: pd.DataFrame
     finetunes: pd.DataFrame = field(default_factory=pd.DataFrame)
-    token_gaps: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.store_ablation.TOKEN_GAP_COLUMNS
+    token_gaps: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.typed_tables.TOKEN_GAP_COLUMNS
     sv_hists: list[SvHist] = field(default_factory=list)
 
     def run_ids(self, arm: str) -> dict[str, str]:

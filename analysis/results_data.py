@@ -22,7 +22,7 @@ Layout of `<folder>/data/`:
 
 Exactness: floats are written with Python's shortest round-trip repr and read with
 `float_precision="round_trip"`; every column has a fixed dtype per kind (analysis.ablation.typed_runs,
-store_ablation.CURVE_DTYPES); a missing value is written as NA_MARK, so an empty string stays an empty
+typed_tables.CURVE_DTYPES); a missing value is written as NA_MARK, so an empty string stays an empty
 string. The folder is written next to its final place and moved there whole: a failed export leaves the
 previous one untouched.
 """
@@ -39,7 +39,7 @@ import pandas as pd
 
 from analysis.ablation import Ablation, ParentRecord, SvHist, assemble, run_column_dtype, typed_runs
 from analysis.decimate import decimate_curves
-from analysis.store_ablation import CURVE_DTYPES, empty_token_gaps, typed_curves
+from analysis.typed_tables import CURVE_DTYPES, empty_token_gaps, typed_curves
 
 DATA_DIR = "data"
 PARENT_FILE = "parent.json"

@@ -32,20 +32,17 @@ from analysis.ablation import (
 from analysis.comparisons import reference_of, seconds_per_token
 from analysis.claims import Claim, claim_for
 from analysis.seeds import seed_key
-from analysis.load_runs import CURVE_COLUMNS, RunStore, numeric
-from analysis.token_gap import COLUMNS as GAP_COLUMNS
+from analysis.load_runs import RunStore, numeric
+from analysis.results_data import SV_HIST_DIR, SV_HIST_FILE, TOKEN_GAPS_FILE, read_sv_hists, read_token_gaps
 from analysis.token_gap import load_token_logprobs, token_gap
+from analysis.typed_tables import TOKEN_GAP_COLUMNS, empty_token_gaps, typed_curves
 from lit_modules.runs import tags
 from lit_modules.runs.uri_masking import mask_password
 
 TOKEN_LOGPROBS = "token_logprobs.npz"
-TOKEN_GAP_COLUMNS = ("arm", "reference", "seed", "note", *GAP_COLUMNS)
 PARENT_TAGS = ("ablation.",)
 PARENT_PARAMS = ("arms", "seeds", "overrides", "ablation.baseline")
 KEPT_DIR = "restored"  # a restored grid's parent: the export's tables that no run holds (sweeps/evidence/restore.py)
-CURVE_DTYPES = {"run_id": "str", "key": "str", "step": "int64", "tokens_seen": "float64", "value": "float64"}
-
-
 def store_name(uri: str) -> str:
     """How a report names the store it read: no password, and a local SQLite file relative to the working
     folder when it lies below it (a committed report names no machine's paths)."""
@@ -106,8 +103,6 @@ def as_first_exported(runs: pd.DataFrame, curves: pd.DataFrame, finetunes: pd.Da
 def kept_tables(store: RunStore, parent_run_id: str) -> tuple[pd.DataFrame, list[SvHist]]:
     """The token-gap rows and histograms a grid restored from an export keeps on its parent (KEPT_DIR): its
     restored runs have no artifacts to compute them from again, so an arm found there is taken as it was."""
-    from analysis.results_data import SV_HIST_DIR, SV_HIST_FILE, TOKEN_GAPS_FILE, read_sv_hists, read_token_gaps
-
     names = {p.rsplit("/", 1)[-1] for p in store.list_files(parent_run_id, KEPT_DIR)}
     if TOKEN_GAPS_FILE not in names:
         return empty_token_gaps(), []
@@ -123,16 +118,6 @@ def parent_record(parent: Run, source: str) -> ParentRecord:
     tags = {k: v for k, v in sorted(parent.data.tags.items()) if k.startswith(PARENT_TAGS)}
     params = {k: v for k, v in sorted(parent.data.params.items()) if k in PARENT_PARAMS}
     return ParentRecord(parent.info.run_id, parent.info.status, parent.info.run_name or "", tags, params, source)
-
-
-def typed_curves(frame: pd.DataFrame) -> pd.DataFrame:
-    """Curves with fixed columns and dtypes, so an empty frame and a frame read from CSV look alike."""
-    return frame[list(CURVE_COLUMNS)].astype(CURVE_DTYPES).reset_index(drop=True)
-
-
-def empty_token_gaps() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype="int64" if c == "count" else "float64" if c in GAP_COLUMNS[2:] else "str")
-                         for c in TOKEN_GAP_COLUMNS})
 
 
 def _finished_ids(runs: pd.DataFrame) -> list[str]:

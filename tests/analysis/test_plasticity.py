@@ -65,7 +65,7 @@ def test_decoupling_statements_on_known_numbers():
 def _grid_with_finetunes():
     """Two lambdas x 2 seeds of one regime, each base fine-tuned with recipe h1, one base also with h0."""
     from analysis.ablation import ParentRecord, assemble, typed_runs
-    from analysis.store_ablation import empty_token_gaps, typed_curves
+    from analysis.typed_tables import empty_token_gaps, typed_curves
 
     runs, curves, tunes = [], [], []
     for i, (arm, wd) in enumerate((("tpp20_wd0.1", "0.1"), ("tpp20_wd1.0", "1.0"))):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.ablation import SECONDS_PER_TOKEN, ParentRecord, assemble, typed_runs
-from analysis.store_ablation import empty_token_gaps, typed_curves
+from analysis.typed_tables import empty_token_gaps, typed_curves
 
 PER_STEP = 512
 
