@@ -3,12 +3,13 @@ then each fine-tuned model scored zero-shot on `finetune_eval`, both in spawned 
 
     code, chosen, undecided = tune_finetune_rates(spec, args, workers, recipe, run_bases)  # finetune_lr_tuning
     recipe_of = recipe_of_arm(recipe, spec.finetune_lr_tuning, chosen)   # arm -> its recipe (None: no rate)
-    failed = finetune_bases(spec, args, workers, recipe_of)       # the grid's bases that lack their recipe's
+    failed = finetune_bases(spec, args, workers, recipe_of, relaunch)  # the grid's bases that lack their recipe's
     failed += evaluate_finetunes(spec, args, workers, recipe_of)  # the fine-tunes not yet scored on the tasks
 
 A learning-rate tuning cell (`<arm>@lr<rate>` on a tuning seed, sweeps/lr_tuning.py) and a fine-tune tuning
 base (`<arm>@ft_tuning`, sweeps/finetune_tuning.py) are no test bases: they chose a rate, the test cells carry
-the claim. sweeps/evidence/stages.py runs the stages in order.
+the claim. A base restored from the committed export has no checkpoint: one that still needs a fine-tune is
+trained again first (sweeps/evidence/retrain.py). sweeps/evidence/stages.py runs the stages in order.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def run_finetunes(jobs: list[tuple[str, FinetuneRecipe]], runs_dir: str, workers
 def with_checkpoints(items: list, runs_dir: str, what: str) -> tuple[list, int]:
     """The items (a run id, or a tuple whose first entry is one) whose run this store trained, and the count of
     the others: runs restored from the committed export (sweeps/evidence/restore.py), which holds no
-    checkpoint to start a `what` from; each is said in one line and counts as failed."""
+    checkpoint to start a `what` from, left so because training them again did not finish
+    (sweeps/evidence/retrain.py); each is said in one line and counts as failed."""
     from mlflow.tracking import MlflowClient
 
     from lit_modules.tracking.store import tracking_uri
@@ -84,7 +86,7 @@ def with_checkpoints(items: list, runs_dir: str, what: str) -> tuple[list, int]:
             continue
         refused += 1
         print(f"  {what} of {run.info.run_name} refused: the run was restored from the committed export, which "
-              "keeps no checkpoint (a stage's pre-training and its fine-tunes run on one machine)", file=sys.stderr)
+              "keeps no checkpoint, and its cell did not finish when trained again", file=sys.stderr)
     return kept, refused
 
 
@@ -96,6 +98,7 @@ def tune_finetune_rates(spec: EvidenceSpec, args: EvidenceArgs, workers: int, re
     from mlflow.tracking import MlflowClient
 
     from lit_modules.tracking.store import tracking_uri
+    from sweeps.evidence.retrain import restored, retrain
 
     tuning = spec.finetune_lr_tuning
     if tuning is None:
@@ -105,6 +108,11 @@ def tune_finetune_rates(spec: EvidenceSpec, args: EvidenceArgs, workers: int, re
         return code, {}, 0
     client = MlflowClient(tracking_uri(None, args.runs_dir))
     jobs = tuning_jobs(client, grid_cells(client, spec), tuning, recipe)
+    if (stale := restored([client.get_run(i) for i in dict.fromkeys(base for base, _ in jobs)])):
+        code = retrain(client, stale, run_bases, "fine-tune tuning bases")
+        if code == 2 or code > 128:
+            return code, {}, 0
+        jobs = tuning_jobs(client, grid_cells(client, spec), tuning, recipe)
     print(f"[{spec.paper}] fine-tune rate tuning over {', '.join(map(str, sorted(tuning.grid)))} on the bases of "
           f"seeds {', '.join(map(str, tuning.tuning_seeds))}: {len(jobs)} fine-tunes to run", flush=True)
     failed = run_finetunes(jobs, args.runs_dir, workers)
@@ -112,21 +120,46 @@ def tune_finetune_rates(spec: EvidenceSpec, args: EvidenceArgs, workers: int, re
     return 0, chosen, failed + len(undecided)
 
 
-def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int, recipe_of: RecipeOf) -> int:
-    """Fine-tune every finished test base whose arm has a recipe and lacks its fine-tune; failures count."""
+def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int, recipe_of: RecipeOf,
+                   relaunch: Callable[[], int]) -> int:
+    """Fine-tune every finished test base whose arm has a recipe and lacks its fine-tune; failures count. A base
+    restored from the committed export that still needs its fine-tune (or its fine-tune's scoring) is trained
+    again first through `relaunch` (the call's test cells; finished ones skip themselves)."""
     from mlflow.tracking import MlflowClient
 
-    from lit_modules.config.finetune_recipe import recipe_hash
-    from lit_modules.runs.search import finished_finetune
     from lit_modules.tracking.store import tracking_uri
+    from sweeps.evidence.retrain import restored, retrain
 
     client = MlflowClient(tracking_uri(None, args.runs_dir))
+    retrain(client, restored(_unfinished_bases(client, spec, recipe_of)), relaunch, "test bases")
     bases = finished_test_cells(client, spec)
-    jobs = [(b.info.run_id, recipe) for b in bases if (recipe := recipe_of(b.data.tags.get(tags.ABLATION_ARM, "")))
-            is not None and finished_finetune(client, b, recipe_hash(recipe)) is None]
+    jobs = [(b.info.run_id, recipe) for b in _unfinished_bases(client, spec, recipe_of)
+            if (recipe := recipe_of(b.data.tags.get(tags.ABLATION_ARM, ""))) is not None
+            and _finetune_of(client, b, recipe) is None]
     print(f"[{spec.paper}] fine-tuning {len(jobs)} of {len(bases)} base runs with recipe '{spec.finetune}' "
           f"({workers} workers x 1 thread)", flush=True)
     return run_finetunes(jobs, args.runs_dir, workers)
+
+
+def _finetune_of(client: MlflowClient, base: Run, recipe: FinetuneRecipe) -> Run | None:
+    from lit_modules.config.finetune_recipe import recipe_hash
+    from lit_modules.runs.search import finished_finetune
+
+    return finished_finetune(client, base, recipe_hash(recipe))
+
+
+def _unfinished_bases(client: MlflowClient, spec: EvidenceSpec, recipe_of: RecipeOf) -> list[Run]:
+    """The finished test bases whose arm has a recipe and that lack their fine-tune, or (with `finetune_eval`)
+    whose fine-tune is not yet scored on its tasks."""
+    wanted, todo = ",".join(spec.finetune_eval), []
+    for base in finished_test_cells(client, spec):
+        recipe = recipe_of(base.data.tags.get(tags.ABLATION_ARM, ""))
+        if recipe is None:
+            continue
+        tuned = _finetune_of(client, base, recipe)
+        if tuned is None or (spec.finetune_eval and tuned.data.tags.get(tags.FINETUNE_EVAL_TASKS) != wanted):
+            todo.append(base)
+    return todo
 
 
 def each_in_workers(job: Callable, items: list, workers: int, what: str) -> int:

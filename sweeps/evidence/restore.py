@@ -13,9 +13,8 @@ Only an export of the same declaration (its `checks_sha256`) is restored: anothe
 one's. What the export keeps that no run holds (the token-gap table, the singular-value histograms: the runs'
 artifacts are not exported) goes onto the parent run (KEPT_DIR), where the next export reads it.
 
-A fine-tune starts from its base's checkpoint, which no export holds: the fine-tune stage refuses a restored
-base that still needs one (sweeps/finetune_stage.py), so a paper's pre-training and fine-tunes of one stage run
-on one machine.
+A fine-tune starts from its base's checkpoint, which no export holds: the fine-tune stage trains a restored base
+that still needs one again first (sweeps/evidence/retrain.py).
 """
 
 from __future__ import annotations

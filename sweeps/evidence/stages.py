@@ -96,7 +96,8 @@ def _finetune_stage(spec: EvidenceSpec, args: EvidenceArgs, run: RunGrids, chose
         raise Stopped(code)
     chosen_ft.update(picked)
     recipe_of = recipe_of_arm(recipe, spec.finetune_lr_tuning, picked)
-    failed += finetune_bases(spec, args, workers, recipe_of)
+    failed += finetune_bases(spec, args, workers, recipe_of,
+                             lambda: _launch(spec, plan.block_cells(spec, spec.blocks, chosen), args, run))
     if spec.finetune_eval:
         failed += evaluate_finetunes(spec, args, workers, recipe_of)
     return failed
