@@ -133,9 +133,8 @@ def finetune_bases(spec: EvidenceSpec, args: EvidenceArgs, workers: int, recipe_
     client = MlflowClient(tracking_uri(None, args.runs_dir))
     retrain(client, restored(_unfinished_bases(client, spec, recipe_of)), relaunch, "test bases")
     bases = finished_test_cells(client, spec)
-    jobs = [(b.info.run_id, recipe) for b in _unfinished_bases(client, spec, recipe_of)
-            if (recipe := recipe_of(b.data.tags.get(tags.ABLATION_ARM, ""))) is not None
-            and _finetune_of(client, b, recipe) is None]
+    jobs = [(b.info.run_id, recipe) for b in bases if (recipe := recipe_of(b.data.tags.get(tags.ABLATION_ARM, "")))
+            is not None and _finetune_of(client, b, recipe) is None]
     print(f"[{spec.paper}] fine-tuning {len(jobs)} of {len(bases)} base runs with recipe '{spec.finetune}' "
           f"({workers} workers x 1 thread)", flush=True)
     return run_finetunes(jobs, args.runs_dir, workers)
